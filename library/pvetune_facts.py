@@ -1,0 +1,210 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: pvetune_facts
+short_description: Audit a Proxmox VE GPU host's performance settings in one read-only pass
+description:
+  - Reads every input of every pvetune check (cpufreq and cpuidle sysfs, /proc/cmdline, sysctl state and
+    sysctl.d files, binary PCI config spaces of the NVIDIA functions, boot loader configuration, installed and
+    pinned kernels, /proc/devices and the /dev/nvidia* nodes, Proxmox CT configs, IOMMU state) in one call and
+    evaluates them against the policy.
+  - Never changes anything. Everything is read through O(root), so the same module audits a live host, a
+    snapshot collected with collect.yml, or a test tree.
+  - With a root other than C(/) no command is run; nvidia-smi output is taken from the snapshot instead.
+version_added: "0.1.0"
+author:
+  - pvetune contributors
+options:
+  root:
+    description:
+      - Directory that is treated as C(/) for every read.
+      - Use C(/) on a live host; a snapshot directory or a test tree otherwise.
+    type: path
+    default: /
+  policy:
+    description:
+      - Overrides of the default policy, key by key (see docs/checks.md for keys and defaults).
+      - Unknown keys and unsafe values are rejected before anything is read.
+    type: dict
+    default: {}
+  checks:
+    description:
+      - Only evaluate these check ids. All checks when empty.
+    type: list
+    elements: str
+    default: []
+  fail_on:
+    description:
+      - Severity at or above which a failed check makes the host count as failing in RV(summary).
+    type: str
+    choices: [critical, high, medium, low, info]
+    default: high
+  include_facts:
+    description:
+      - Also return the raw gathered inputs as RV(facts).
+    type: bool
+    default: false
+notes:
+  - Supports check mode; the module never writes, so check mode changes nothing in its behaviour.
+  - Reading PCI config space beyond the first 64 bytes needs root; run with become on live hosts.
+seealso:
+  - name: pvetune check catalogue
+    description: Every check id, its severity, expected value, rationale and remediation.
+    link: https://example.invalid/pvetune/docs/checks.md
+"""
+
+EXAMPLES = r"""
+- name: Audit the host
+  pvetune_facts:
+  register: audit
+
+- name: Audit a collected snapshot with a site policy
+  pvetune_facts:
+    root: /srv/snapshots/pve-gpu01
+    policy:
+      kernel_series: "6.14"
+      cmdline_required: [amd_pstate=active, processor.max_cstate=1, iommu=pt]
+
+- name: Only the PCIe checks, with the raw inputs
+  pvetune_facts:
+    checks: [pcie.mrrs, pcie.link]
+    include_facts: true
+"""
+
+RETURN = r"""
+results:
+  description: One result per evaluated check, in catalogue order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    id:
+      description: Check id, for example C(pcie.mrrs).
+      type: str
+    status:
+      description: One of pass, fail, warn, pending, skip, error.
+      type: str
+    severity:
+      description: critical, high, medium, low or info.
+      type: str
+    current:
+      description: What the host has now.
+      type: raw
+    expected:
+      description: What the policy wants.
+      type: str
+    reboot_required:
+      description: Whether the fix (or a configured fix) only takes effect after a reboot.
+      type: bool
+    message:
+      description: One-line explanation of the status.
+      type: str
+    remediation:
+      description: How to fix it.
+      type: str
+    evidence:
+      description: Files and values that were read.
+      type: list
+      elements: str
+    items:
+      description: Per-GPU, per-policy, per-CT or per-argument details.
+      type: list
+      elements: dict
+  sample:
+    - id: pcie.mrrs
+      status: fail
+      severity: high
+      current: MaxReadReq 512 on 8 GPUs
+      expected: MaxReadReq 4096 bytes on every NVIDIA function (vendor 0x10de, class 0x03xx)
+      reboot_required: false
+summary:
+  description: Counts per status, the failing check ids at or above I(fail_on), and whether a reboot is needed.
+  returned: always
+  type: dict
+  sample: {"counts": {"pass": 3, "fail": 7}, "failing": ["pcie.mrrs"], "reboot_required": true}
+root:
+  description: The root that was read, as an absolute path without symlinks.
+  returned: always
+  type: str
+  sample: /
+policy:
+  description: The effective policy after merging the overrides.
+  returned: always
+  type: dict
+host:
+  description: Hostname and snapshot metadata of the audited root.
+  returned: always
+  type: dict
+facts:
+  description: The raw gathered inputs, per section.
+  returned: when include_facts is true
+  type: dict
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.pvetune.checks import evaluate, summarize
+from ansible.module_utils.pvetune.catalogue import BY_ID
+from ansible.module_utils.pvetune.fsroot import FsRoot
+from ansible.module_utils.pvetune.gather import gather
+from ansible.module_utils.pvetune.policy import PolicyError, merge_policy
+from ansible.module_utils.pvetune.runner import Runner
+
+
+def run_module(module):
+    params = module.params
+    try:
+        policy = merge_policy(params["policy"])
+    except PolicyError as exc:
+        module.fail_json(msg=str(exc))
+    unknown = [c for c in params["checks"] if c not in BY_ID]
+    if unknown:
+        module.fail_json(msg="unknown check id(s): %s; known: %s" % (", ".join(unknown), ", ".join(sorted(BY_ID))))
+    try:
+        fsroot = FsRoot(params["root"])
+    except ValueError as exc:
+        module.fail_json(msg="root: %s" % exc)
+    if not fsroot.live and not os.path.isdir(fsroot.root):
+        module.fail_json(msg="root %s is not a directory" % params["root"])
+    runner = Runner(fsroot, module.run_command)
+    facts = gather(fsroot, runner, policy)
+    results = evaluate(facts, policy, only=set(params["checks"]) or None)
+    out = {
+        "changed": False,
+        "root": fsroot.root,
+        "results": results,
+        "summary": summarize(results, params["fail_on"]),
+        "policy": policy,
+        "host": facts.get("host") if isinstance(facts.get("host"), dict) else {},
+        "gather_errors": facts["errors"],
+    }
+    if params["include_facts"]:
+        out["facts"] = facts
+    module.exit_json(**out)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            root=dict(type="path", default="/"),
+            policy=dict(type="dict", default={}),
+            checks=dict(type="list", elements="str", default=[]),
+            fail_on=dict(type="str", default="high", choices=["critical", "high", "medium", "low", "info"]),
+            include_facts=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    run_module(module)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The check catalogue: every check pvetune knows, as data.
+
+One entry per check: id, title, severity, the expected value (a template
+filled from the policy), why it matters, how to fix it, the fix playbook tag,
+and whether the fix needs a reboot.  The evaluators in checks.py produce the
+current value and the status; everything an operator reads comes from here.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+STATUSES = ("pass", "fail", "warn", "pending", "skip", "error")
+
+CATALOGUE = (
+    {
+        "id": "cpu.scaling_driver",
+        "title": "CPU frequency driver: amd-pstate in active (EPP) mode",
+        "severity": "high",
+        "expected": "{scaling_driver} on every policy (amd_pstate={amd_pstate_mode})",
+        "rationale": (
+            "acpi-cpufreq only knows the three ACPI P-states of a Zen 4/5 EPYC and reacts in milliseconds; "
+            "amd-pstate drives CPPC so the hardware picks each core's frequency within microseconds, and in "
+            "active mode the EPP hint keeps the cores that feed the GPUs (kernel launches, NCCL, tokenisation) "
+            "at full boost. acpi-cpufreq was one of the causes of the reference host serving 10 tok/s instead "
+            "of 309."
+        ),
+        "remediation": (
+            "Add amd_pstate=active to the kernel command line (check boot.cmdline) and reboot; where the kernel "
+            "already runs amd_pstate, switch at runtime: echo active > /sys/devices/system/cpu/amd_pstate/status. "
+            "CPPC must be enabled in the BIOS. pvetune: ansible-playbook fix.yml --tags cpu,cmdline"
+        ),
+        "fix_tag": "cpu",
+        "reboot": "when amd_pstate is not loaded",
+    },
+    {
+        "id": "cpu.governor",
+        "title": "CPU frequency governor: performance on every policy",
+        "severity": "high",
+        "expected": "{governor} on every policy",
+        "rationale": (
+            "powersave/schedutil/ondemand lower clocks between bursts; GPU-bound serving is a stream of short "
+            "CPU bursts, each of which then starts at a low clock."
+        ),
+        "remediation": (
+            "Set scaling_governor to performance on every policy (cpupower frequency-set -g performance) and "
+            "make it persistent; pvetune installs pvetune-cpufreq.service. ansible-playbook fix.yml --tags cpu"
+        ),
+        "fix_tag": "cpu",
+        "reboot": "no",
+    },
+    {
+        "id": "cpu.epp",
+        "title": "Energy-performance preference: performance (where the driver offers EPP)",
+        "severity": "medium",
+        "expected": "{epp} on every policy that has energy_performance_preference",
+        "rationale": (
+            "In amd-pstate active mode the EPP hint decides how eagerly a core boosts; balance_power and power "
+            "trade latency for watts. With the performance governor the driver forces EPP to performance."
+        ),
+        "remediation": (
+            "Write performance to energy_performance_preference on every policy (after the governor); "
+            "pvetune-cpufreq.service re-applies it at boot. ansible-playbook fix.yml --tags cpu"
+        ),
+        "fix_tag": "cpu",
+        "reboot": "no",
+    },
+    {
+        "id": "cpu.cstates",
+        "title": "C-states: processor.max_cstate={max_cstate} effective, nothing deeper than C{max_cstate} enabled",
+        "severity": "high",
+        "expected": "processor.max_cstate={max_cstate} on /proc/cmdline and no enabled idle state deeper than C{max_cstate}",
+        "rationale": (
+            "Waking a core from a deep C-state costs tens to hundreds of microseconds; every GPU completion "
+            "interrupt and every host-side step of the serving loop pays it."
+        ),
+        "remediation": (
+            "Add processor.max_cstate={max_cstate} to the kernel command line and reboot; until then deeper "
+            "states can be disabled at runtime through cpu*/cpuidle/state*/disable. "
+            "ansible-playbook fix.yml --tags cmdline,cpu"
+        ),
+        "fix_tag": "cmdline",
+        "reboot": "yes",
+    },
+    {
+        "id": "kernel.numa_balancing",
+        "title": "Automatic NUMA balancing off",
+        "severity": "high",
+        "expected": "kernel.numa_balancing = {numa_balancing} at runtime and persisted in /etc/sysctl.d",
+        "rationale": (
+            "NUMA balancing periodically unmaps pages to sample which node touches them (NUMA hinting faults) "
+            "and migrates them: latency spikes in the serving process and migrations of memory the GPUs DMA "
+            "from. Placement on a dual-socket GPU host is better done explicitly (numactl, CPU affinity)."
+        ),
+        "remediation": (
+            "sysctl -w kernel.numa_balancing={numa_balancing} and persist it in /etc/sysctl.d/90-pvetune.conf "
+            "(or numa_balancing=disable on the kernel command line). ansible-playbook fix.yml --tags sysctl"
+        ),
+        "fix_tag": "sysctl",
+        "reboot": "no",
+    },
+    {
+        "id": "pcie.mrrs",
+        "title": "PCIe Max Read Request Size {pcie_mrrs} on every NVIDIA GPU",
+        "severity": "high",
+        "expected": "MaxReadReq {pcie_mrrs} bytes on every NVIDIA function (vendor {pcie_vendor}, class {pcie_class_prefix}xx)",
+        "rationale": (
+            "MaxReadReq caps each DMA read the GPU issues to host memory; at 512 bytes a host-to-device copy "
+            "needs eight times as many requests and completions as at 4096, which costs bandwidth on large "
+            "transfers (model loading, KV-cache offload, tensor-parallel traffic through host memory)."
+        ),
+        "remediation": (
+            "Masked write of Device Control bits 14:12: setpci -s <BDF> CAP_EXP+8.w=5000:7000 (never unmasked: "
+            "bit 15 resets the function). Not persistent: pvetune installs pvetune-pcie-mrrs.service, ordered "
+            "before pve-guests.service. ansible-playbook fix.yml --tags pcie"
+        ),
+        "fix_tag": "pcie",
+        "reboot": "no",
+    },
+    {
+        "id": "pcie.link",
+        "title": "PCIe link of every NVIDIA GPU at its capability",
+        "severity": "medium",
+        "expected": "LnkSta speed and width equal to LnkCap (speed may drop at idle)",
+        "rationale": (
+            "A link trained at fewer lanes cuts host-device bandwidth for good. A lower speed at full width is "
+            "usually idle power management (the GPU retrains to full speed under load), so it is reported as a "
+            "warning: check it again under load (nvidia-smi -q -d PCIE)."
+        ),
+        "remediation": (
+            "Width below capability: reseat the GPU or riser, check the slot's bifurcation and BIOS link settings. "
+            "Speed below capability at idle: re-check under load before acting."
+        ),
+        "fix_tag": "",
+        "reboot": "no",
+    },
+    {
+        "id": "kernel.version",
+        "title": "Kernel series {kernel_series} running",
+        "severity": "medium",
+        "expected": "a {kernel_series}.x kernel running, and pinned or default for the next boot",
+        "rationale": (
+            "The reference host needed the 6.14 series: the 6.8 kernel it ran lacked the amd-pstate and platform "
+            "support this hardware needs. Pinning keeps an apt upgrade from silently switching series."
+        ),
+        "remediation": (
+            "apt install {kernel_package}; proxmox-boot-tool kernel pin <version>; reboot. "
+            "ansible-playbook fix.yml --tags kernel -e reboot_ok=true"
+        ),
+        "fix_tag": "kernel",
+        "reboot": "yes",
+    },
+    {
+        "id": "boot.cmdline",
+        "title": "Kernel command line has the required arguments (configured and effective)",
+        "severity": "high",
+        "expected": "{cmdline_required_str} configured in the active boot loader and present in /proc/cmdline",
+        "rationale": (
+            "Boot arguments only take effect through the boot loader the host really uses: GRUB reads "
+            "/etc/default/grub(.d), systemd-boot (ZFS on UEFI) reads /etc/kernel/cmdline through "
+            "proxmox-boot-tool. Editing the other one changes nothing."
+        ),
+        "remediation": (
+            "GRUB: add the args to GRUB_CMDLINE_LINUX_DEFAULT and run update-grub (proxmox-boot-tool refresh when "
+            "it manages the ESPs); systemd-boot: edit /etc/kernel/cmdline and run proxmox-boot-tool refresh; then "
+            "reboot. ansible-playbook fix.yml --tags cmdline -e reboot_ok=true"
+        ),
+        "fix_tag": "cmdline",
+        "reboot": "yes",
+    },
+    {
+        "id": "lxc.gpu_devices",
+        "title": "GPU containers allow the host's current NVIDIA device majors",
+        "severity": "critical",
+        "expected": "every NVIDIA node a CT mounts is covered by an allow line with its current major, mount sources exist",
+        "rationale": (
+            "nvidia-uvm, nvidia-caps and nvidia-nvlink get dynamic character majors that change across reboots "
+            "and driver updates. A CT whose lxc.cgroup2.devices.allow lines name an old major cannot open "
+            "/dev/nvidia-uvm and CUDA fails inside it (cuInit error 999 / 'no CUDA-capable device')."
+        ),
+        "remediation": (
+            "Regenerate the CT's NVIDIA allow lines from /proc/devices (or use devN: entries, Proxmox 8.1+, which "
+            "follow the major automatically) and restart the CT. pvetune installs pvetune-lxc-gpu.service to do "
+            "this at boot before pve-guests.service. ansible-playbook fix.yml --tags lxc"
+        ),
+        "fix_tag": "lxc",
+        "reboot": "no",
+    },
+    {
+        "id": "nvidia.driver",
+        "title": "NVIDIA driver loaded, persistence mode on",
+        "severity": "medium",
+        "expected": "driver loaded (/proc/driver/nvidia/version), persistence mode enabled on every GPU",
+        "rationale": (
+            "Without persistence mode the driver tears a GPU's state down when the last client exits; the next "
+            "CUDA context pays seconds of initialisation, and in CTs the first call can time out."
+        ),
+        "remediation": "systemctl enable --now nvidia-persistenced (or nvidia-smi -pm 1).",
+        "fix_tag": "",
+        "reboot": "no",
+    },
+    {
+        "id": "iommu.mode",
+        "title": "IOMMU mode (informational)",
+        "severity": "info",
+        "expected": "informational: IOMMU on with iommu=pt (passthrough for host-owned devices) is the usual choice",
+        "rationale": (
+            "With the IOMMU translating every DMA of host-owned GPUs, each mapping costs an IOTLB lookup; iommu=pt "
+            "keeps the IOMMU for VFIO passthrough while host devices use identity mappings."
+        ),
+        "remediation": "Add iommu=pt to the kernel command line (policy cmdline_required) if the host owns its GPUs.",
+        "fix_tag": "",
+        "reboot": "yes",
+    },
+)
+
+BY_ID = dict((c["id"], c) for c in CATALOGUE)
+
+
+def policy_context(policy):
+    """Values the templates may use, derived from the policy."""
+    ctx = dict(policy)
+    ctx["cmdline_required_str"] = " ".join(policy.get("cmdline_required") or []) or "(none)"
+    return ctx
+
+
+def render(check_id, field, policy):
+    """A catalogue text with the policy's values filled in."""
+    return BY_ID[check_id][field].format(**policy_context(policy))

@@ -1,0 +1,116 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The policy: what a well-configured Proxmox VE GPU host looks like.
+
+``DEFAULT_POLICY`` holds the documented defaults; inventory sets
+``pvetune_policy`` to override keys.  ``merge_policy`` validates every
+override before anything uses it, because policy values end up on kernel
+command lines, in sysctl files and in setpci arguments.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import re
+
+SEVERITIES = ("critical", "high", "medium", "low", "info")
+
+DEFAULT_POLICY = {
+    # CPU frequency scaling (AMD hosts): amd_pstate in active (EPP) mode.
+    "amd_pstate_mode": "active",
+    "scaling_driver": "amd-pstate-epp",
+    # Drivers that count as acceptable when amd_pstate cannot be used (e.g. no CPPC in firmware):
+    # the check reports them as "warn" with the reason instead of "fail".
+    "scaling_driver_fallback": [],
+    "governor": "performance",
+    "epp": "performance",
+    # C-states: the deepest allowed state (1 = C1; POLL is always allowed).
+    "max_cstate": 1,
+    # Runtime sysctls.
+    "numa_balancing": 0,
+    # PCIe Max Read Request Size for NVIDIA functions, in bytes.
+    "pcie_mrrs": 4096,
+    "pcie_vendor": "0x10de",
+    "pcie_class_prefix": "0x03",
+    # Kernel series the host should run (e.g. "6.14"); "" disables the check.
+    "kernel_series": "6.14",
+    "kernel_package": "proxmox-kernel-6.14",
+    # Kernel command line: args that must be configured and effective, and keys that must be absent.
+    "cmdline_required": ["amd_pstate=active", "processor.max_cstate=1"],
+    "cmdline_forbidden": [],
+    # LXC GPU containers: check allow lines / mount entries of every CT that passes NVIDIA devices.
+    "lxc_check": True,
+    # NVIDIA driver: require persistence mode when nvidia-smi is available.
+    "nvidia_persistence": True,
+    # Checks to skip entirely (by id), with the reason shown in the report.
+    "skip_checks": {},
+}
+
+_KEY_ARG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(=[A-Za-z0-9_.,:/+@-]{1,190})?$")
+_SERIES = re.compile(r"^(\d{1,2}\.\d{1,3})?$")
+_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9.+-]{1,80}$")
+_WORD = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_HEX = re.compile(r"^0x[0-9a-f]{2,6}$")
+MRRS_SIZES = (128, 256, 512, 1024, 2048, 4096)
+
+
+class PolicyError(ValueError):
+    pass
+
+
+def _expect(cond, key, what):
+    if not cond:
+        raise PolicyError("pvetune_policy.%s: %s" % (key, what))
+
+
+def validate_policy(policy):
+    """Raise PolicyError unless every key is known and every value is safe."""
+    unknown = sorted(set(policy) - set(DEFAULT_POLICY))
+    _expect(not unknown, ", ".join(unknown), "unknown key(s); known keys: %s" % ", ".join(sorted(DEFAULT_POLICY)))
+    for key in ("amd_pstate_mode", "governor", "epp"):
+        _expect(isinstance(policy[key], str) and _WORD.match(policy[key]), key, "must be a lower-case word")
+    _expect(policy["amd_pstate_mode"] in ("active", "passive", "guided"), "amd_pstate_mode",
+            "must be active, passive or guided")
+    _expect(isinstance(policy["scaling_driver"], str) and _WORD.match(policy["scaling_driver"]),
+            "scaling_driver", "must be a driver name like amd-pstate-epp")
+    _expect(isinstance(policy["scaling_driver_fallback"], list)
+            and all(isinstance(d, str) and _WORD.match(d) for d in policy["scaling_driver_fallback"]),
+            "scaling_driver_fallback", "must be a list of driver names")
+    _expect(isinstance(policy["max_cstate"], int) and not isinstance(policy["max_cstate"], bool)
+            and 0 <= policy["max_cstate"] <= 9, "max_cstate", "must be an integer 0-9")
+    _expect(policy["numa_balancing"] in (0, 1) and not isinstance(policy["numa_balancing"], bool),
+            "numa_balancing", "must be 0 or 1")
+    _expect(policy["pcie_mrrs"] in MRRS_SIZES, "pcie_mrrs", "must be one of %s" % (MRRS_SIZES,))
+    _expect(isinstance(policy["pcie_vendor"], str) and _HEX.match(policy["pcie_vendor"]) is not None
+            and len(policy["pcie_vendor"]) == 6, "pcie_vendor", "must look like 0x10de")
+    _expect(isinstance(policy["pcie_class_prefix"], str) and _HEX.match(policy["pcie_class_prefix"]),
+            "pcie_class_prefix", "must look like 0x03 or 0x0302")
+    _expect(isinstance(policy["kernel_series"], str) and _SERIES.match(policy["kernel_series"]),
+            "kernel_series", "must look like 6.14 (or be empty to disable)")
+    _expect(isinstance(policy["kernel_package"], str) and _PACKAGE.match(policy["kernel_package"]),
+            "kernel_package", "must be a Debian package name")
+    for key in ("cmdline_required", "cmdline_forbidden"):
+        value = policy[key]
+        _expect(isinstance(value, list), key, "must be a list of kernel arguments")
+        for arg in value:
+            _expect(isinstance(arg, str) and _KEY_ARG.match(arg), key,
+                    "%r is not a plain kernel argument (key or key=value without spaces or quotes)" % (arg,))
+    for key in ("lxc_check", "nvidia_persistence"):
+        _expect(isinstance(policy[key], bool), key, "must be true or false")
+    skips = policy["skip_checks"]
+    _expect(isinstance(skips, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in skips.items()),
+            "skip_checks", "must map check ids to a reason")
+    return policy
+
+
+def merge_policy(overrides):
+    """DEFAULT_POLICY updated with ``overrides`` (a dict or None), validated."""
+    policy = copy.deepcopy(DEFAULT_POLICY)
+    if overrides:
+        if not isinstance(overrides, dict):
+            raise PolicyError("pvetune_policy must be a mapping")
+        policy.update(copy.deepcopy(overrides))
+    return validate_policy(policy)

@@ -1,0 +1,672 @@
+#!/usr/bin/env python3
+"""Generate the demo fleet's snapshot trees (demo/snapshots/<host>/).
+
+Three Proxmox VE hosts with 2x AMD EPYC 9335 (128 CPUs) and 8 NVIDIA RTX PRO
+6000 Blackwell Server Edition GPUs, laid out exactly like the real files:
+sysfs directories and symlinks, binary PCI config spaces with real capability
+chains (module_utils/pvetune/pci.py build_config), /proc files, /etc files and
+Proxmox CT configs.
+
+  pve-gpu01  the reference case before the fix (acpi-cpufreq, deep C-states,
+             numa_balancing=1, kernel 6.8.12, MaxReadReq 512, GRUB without the
+             boot args, a GPU CT whose allow line names an old nvidia-uvm major)
+  pve-gpu02  the same host after the fix, booted with systemd-boot (ZFS on UEFI)
+  pve-gpu03  half done: boot args and kernel pin configured but not rebooted,
+             amd-pstate in passive mode
+
+The trees are committed; `demo_fleet.py --check` regenerates them into a
+temporary directory and fails if anything differs (tests run it).
+
+Usage: scripts/demo_fleet.py [--out DIR] [--check] [--hosts a,b]
+"""
+
+import argparse
+import filecmp
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "tests"))
+import conftest  # noqa: E402,F401  (makes ansible.module_utils.pvetune importable)
+
+from ansible.module_utils.pvetune.pci import build_config  # noqa: E402
+
+DEFAULT_OUT = os.path.join(TOP, "demo", "snapshots")
+COLLECTED_AT = "2026-11-20T09:30:00Z"
+
+# Eight GPUs, one per EPYC root complex quadrant: socket 0 -> NUMA node 0, socket 1 -> node 1.
+# (root bus, root port device.function, GPU bus)
+GPU_SLOTS = [
+    ("00", "01.1", "01"), ("20", "01.1", "21"), ("40", "01.1", "41"), ("60", "01.1", "61"),
+    ("80", "01.1", "81"), ("a0", "01.1", "a1"), ("c0", "01.1", "c1"), ("e0", "01.1", "e1"),
+]
+GPU_DEVICE_ID = 0x2BB5  # RTX PRO 6000 Blackwell Server Edition
+GPU_SUBSYS = (0x10DE, 0x204E)
+ROOT_PORT_ID = (0x1022, 0x14AB)  # AMD Turin/Genoa GPP bridge
+
+EPYC_FLAGS = (
+    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht "
+    "syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good amd_lbr_v2 nopl nonstop_tsc cpuid "
+    "extd_apicid aperfmperf rapl pni pclmulqdq monitor ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt "
+    "aes xsave avx f16c rdrand lahf_lm cmp_legacy svm extapic cr8_legacy abm sse4a misalignsse 3dnowprefetch "
+    "osvw ibs skinit wdt tce topoext perfctr_core perfctr_nb bpext perfctr_llc mwaitx cpb cat_l3 cdp_l3 "
+    "hw_pstate ssbd mba perfmon_v2 ibrs ibpb stibp ibrs_enhanced vmmcall fsgsbase tsc_adjust bmi1 avx2 smep "
+    "bmi2 erms invpcid cqm rdt_a avx512f avx512dq rdseed adx smap avx512ifma clflushopt clwb avx512cd sha_ni "
+    "avx512bw avx512vl xsaveopt xsavec xgetbv1 xsaves avx_vnni avx512_bf16 clzero irperf xsaveerptr rdpru "
+    "wbnoinvd amd_ppin cppc arat npt lbrv svm_lock nrip_save tsc_scale vmcb_clean flushbyasid decodeassists "
+    "pausefilter pfthreshold avic v_vmsave_vmload vgif x2avic v_spec_ctrl vnmi avx512vbmi umip pku ospke "
+    "avx512_vbmi2 gfni vaes vpclmulqdq avx512_vnni avx512_bitalg avx512_vpopcntdq la57 rdpid bus_lock_detect "
+    "movdiri movdir64b overflow_recov succor smca fsrm avx512_vp2intersect flush_l1d debug_swap"
+)
+
+HOSTS = {
+    "pve-gpu01": {
+        "state": "before",
+        "kernel": "6.8.12-4-pve",
+        "installed": ["6.8.12-4-pve", "6.8.8-2-pve"],
+        "loader": "grub",
+        "cpufreq": "acpi-cpufreq",
+        "amd_pstate_status": None,
+        "governor": "performance",
+        "epp": None,
+        "max_cstate": "8",
+        "states": [("POLL", "CPUIDLE CORE POLL IDLE", 0, 0), ("C1", "ACPI FFH MWAIT 0x0", 1, 2),
+                   ("C2", "ACPI IOPORT 0x814", 400, 800)],
+        "cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.8.12-4-pve root=/dev/mapper/pve-root ro quiet",
+        "grub_default_args": "quiet",
+        "grub_dropin": None,
+        "numa_balancing": "1",
+        "sysctl_file": None,
+        "mrrs": 512,
+        "lnksta": [("2.5GT/s", 16)] * 6 + [("32GT/s", 16)] * 2,
+        "uvm_major": 509, "caps_major": 508, "nvlink_major": 507,
+        "ct_uvm_major": 511,
+        "iommu": "DMA-FQ",
+        "persistence": True,
+        "pin": None,
+    },
+    "pve-gpu02": {
+        "state": "after",
+        "kernel": "6.14.8-2-pve",
+        "installed": ["6.14.8-2-pve", "6.8.12-4-pve"],
+        "loader": "systemd-boot",
+        "cpufreq": "amd-pstate-epp",
+        "amd_pstate_status": "active",
+        "governor": "performance",
+        "epp": "performance",
+        "max_cstate": "1",
+        "states": [("POLL", "CPUIDLE CORE POLL IDLE", 0, 0), ("C1", "ACPI FFH MWAIT 0x0", 1, 2)],
+        "cmdline": ("initrd=\\EFI\\proxmox\\6.14.8-2-pve\\initrd.img-6.14.8-2-pve root=ZFS=rpool/ROOT/pve-1 "
+                    "boot=zfs amd_pstate=active processor.max_cstate=1 iommu=pt"),
+        "kernel_cmdline_file": "root=ZFS=rpool/ROOT/pve-1 boot=zfs amd_pstate=active processor.max_cstate=1 iommu=pt\n",
+        "numa_balancing": "0",
+        "sysctl_file": "90-pvetune.conf",
+        "mrrs": 4096,
+        "lnksta": [("32GT/s", 16)] * 8,
+        "uvm_major": 510, "caps_major": 509, "nvlink_major": 508,
+        "ct_uvm_major": 510,
+        "iommu": "identity",
+        "persistence": True,
+        "pin": "6.14.8-2-pve",
+    },
+    "pve-gpu03": {
+        "state": "half",
+        "kernel": "6.8.12-4-pve",
+        "installed": ["6.14.8-2-pve", "6.8.12-4-pve"],
+        "loader": "grub",
+        "cpufreq": "amd-pstate",
+        "amd_pstate_status": "passive",
+        "governor": "performance",
+        "epp": None,
+        "max_cstate": "8",
+        "states": [("POLL", "CPUIDLE CORE POLL IDLE", 0, 0), ("C1", "ACPI FFH MWAIT 0x0", 1, 2),
+                   ("C2", "ACPI IOPORT 0x814", 400, 800)],
+        "cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.8.12-4-pve root=/dev/mapper/pve-root ro quiet amd_pstate=passive",
+        "grub_default_args": "quiet amd_pstate=passive",
+        "grub_dropin": "amd_pstate=active processor.max_cstate=1",
+        "numa_balancing": "0",
+        "sysctl_file": "90-pvetune.conf",
+        "mrrs": 4096,
+        "lnksta": [("32GT/s", 16)] * 8,
+        "uvm_major": 511, "caps_major": 510, "nvlink_major": 509,
+        "ct_uvm_major": 511,
+        "iommu": "DMA-FQ",
+        "persistence": True,
+        "pin": "6.14.8-2-pve",
+    },
+}
+
+
+class Tree:
+    def __init__(self, root):
+        self.root = root
+
+    def _p(self, path):
+        return os.path.join(self.root, path.lstrip("/"))
+
+    def write(self, path, content, mode=0o644):
+        full = self._p(path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        data = content if isinstance(content, bytes) else content.encode("utf-8")
+        with open(full, "wb") as handle:
+            handle.write(data)
+        os.chmod(full, mode)
+
+    def mkdir(self, path):
+        os.makedirs(self._p(path), exist_ok=True)
+
+    def link(self, path, target):
+        full = self._p(path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        os.symlink(target, full)
+
+
+# -- /proc ------------------------------------------------------------------
+def cpuinfo(ncpu=128):
+    blocks = []
+    for cpu in range(ncpu):
+        socket = cpu_socket(cpu)
+        core = cpu % 32
+        thread = cpu // 64
+        apic = socket * 128 + core * 2 + thread
+        blocks.append("\n".join([
+            "processor\t: %d" % cpu,
+            "vendor_id\t: AuthenticAMD",
+            "cpu family\t: 26",
+            "model\t\t: 2",
+            "model name\t: AMD EPYC 9335 32-Core Processor",
+            "stepping\t: 1",
+            "microcode\t: 0xb002116",
+            "cpu MHz\t\t: 3000.000",
+            "cache size\t: 1024 KB",
+            "physical id\t: %d" % socket,
+            "siblings\t: 64",
+            "core id\t\t: %d" % core,
+            "cpu cores\t: 32",
+            "apicid\t\t: %d" % apic,
+            "initial apicid\t: %d" % apic,
+            "fpu\t\t: yes",
+            "fpu_exception\t: yes",
+            "cpuid level\t: 16",
+            "wp\t\t: yes",
+            "flags\t\t: %s" % EPYC_FLAGS,
+            "bugs\t\t: sysret_ss_attrs spectre_v1 spectre_v2 spec_store_bypass srso",
+            "bogomips\t: 5999.87",
+            "TLB size\t: 192 4K pages",
+            "clflush size\t: 64",
+            "cache_alignment\t: 64",
+            "address sizes\t: 52 bits physical, 57 bits virtual",
+            "power management: ts ttp tm hwpstate cpb eff_freq_ro [13] [14] [15]",
+        ]))
+    return "\n\n".join(blocks) + "\n\n"
+
+
+def cpu_socket(cpu):
+    return 0 if (cpu % 64) < 32 else 1
+
+
+def proc_devices(spec):
+    char = [(1, "mem"), (4, "/dev/vc/0"), (4, "tty"), (4, "ttyS"), (5, "/dev/tty"), (5, "/dev/console"),
+            (5, "/dev/ptmx"), (7, "vcs"), (10, "misc"), (13, "input"), (21, "sg"), (29, "fb"), (89, "i2c"),
+            (128, "ptm"), (136, "pts"), (162, "raw"), (180, "usb"), (188, "ttyUSB"), (189, "usb_device"),
+            (195, "nvidia"), (202, "cpu/msr"), (203, "cpu/cpuid"), (226, "drm"), (238, "ipmidev"),
+            (239, "hidraw"), (240, "ttyDBC"), (241, "wwan_port"), (242, "aux"), (243, "cec"), (244, "lirc"),
+            (245, "vfio"), (246, "bsg"), (247, "watchdog"), (248, "remoteproc"), (249, "ptp"), (250, "pps"),
+            (251, "rtc"), (252, "dma_heap"), (253, "dax"), (254, "gpiochip"),
+            (spec["uvm_major"], "nvidia-uvm"), (spec["caps_major"], "nvidia-caps"),
+            (spec["nvlink_major"], "nvidia-nvlink"), (506, "nvidia-caps-imex-channels")]
+    char.sort(key=lambda kv: kv[0])
+    block = [(7, "loop"), (8, "sd"), (9, "md"), (65, "sd"), (66, "sd"), (67, "sd"), (68, "sd"), (69, "sd"),
+             (70, "sd"), (71, "sd"), (128, "sd"), (129, "sd"), (130, "sd"), (131, "sd"), (132, "sd"),
+             (133, "sd"), (134, "sd"), (135, "sd"), (230, "zvol"), (252, "device-mapper"), (253, "virtblk"),
+             (254, "mdp"), (259, "blkext")]
+    lines = ["Character devices:"] + ["%3d %s" % kv for kv in char] + ["", "Block devices:"]
+    lines += ["%3d %s" % kv for kv in block]
+    return "\n".join(lines) + "\n"
+
+
+def dev_listing(spec):
+    uvm, caps = spec["uvm_major"], spec["caps_major"]
+    lines = []
+    for i in range(8):
+        lines.append("crw-rw-rw- 1 root root 195,   %d Nov 20 09:12 /dev/nvidia%d" % (i, i))
+    lines.append("crw-rw-rw- 1 root root %d,   0 Nov 20 09:12 /dev/nvidia-uvm" % uvm)
+    lines.append("crw-rw-rw- 1 root root %d,   1 Nov 20 09:12 /dev/nvidia-uvm-tools" % uvm)
+    lines.append("crw-rw-rw- 1 root root 195, 254 Nov 20 09:12 /dev/nvidia-modeset")
+    lines.append("crw-rw-rw- 1 root root 195, 255 Nov 20 09:12 /dev/nvidiactl")
+    lines.append("")
+    lines.append("/dev/nvidia-caps:")
+    lines.append("total 0")
+    lines.append("cr-------- 1 root root %d, 1 Nov 20 09:12 nvidia-cap1" % caps)
+    lines.append("cr--r--r-- 1 root root %d, 2 Nov 20 09:12 nvidia-cap2" % caps)
+    return "\n".join(lines) + "\n"
+
+
+def nvidia_smi_q(spec):
+    gpus = []
+    for idx, (_root_bus, _port, bus) in enumerate(GPU_SLOTS):
+        gpus.append("\n".join([
+            "GPU 00000000:%s:00.0" % bus.upper(),
+            "    Product Name                          : NVIDIA RTX PRO 6000 Blackwell Server Edition",
+            "    Product Brand                         : NVIDIA RTX",
+            "    Product Architecture                  : Blackwell",
+            "    Display Mode                          : Requested functionality has been deprecated",
+            "    Persistence Mode                      : %s" % ("Enabled" if spec["persistence"] else "Disabled"),
+            "    Addressing Mode                       : HMM",
+            "    Minor Number                          : %d" % idx,
+            "    PCI",
+            "        Bus                               : 0x%s" % bus,
+            "        Device                            : 0x00",
+            "        Domain                            : 0x0000",
+            "        Device Id                         : 0x2BB510DE",
+            "        Bus Id                            : 00000000:%s:00.0" % bus.upper(),
+        ]))
+    head = ["", "==============NVSMI LOG==============", "",
+            "Timestamp                                 : Thu Nov 20 09:30:00 2026",
+            "Driver Version                            : 580.95.05",
+            "CUDA Version                              : 13.0", "",
+            "Attached GPUs                             : 8"]
+    return "\n".join(head) + "\n" + "\n\n".join(gpus) + "\n\n"
+
+
+# -- sysfs ------------------------------------------------------------------
+def write_cpu_sysfs(t, spec, ncpu=128):
+    base = "/sys/devices/system/cpu"
+    for name in ("online", "possible", "present"):
+        t.write("%s/%s" % (base, name), "0-%d\n" % (ncpu - 1))
+    t.write(base + "/offline", "\n")
+    t.write(base + "/kernel_max", "8191\n")
+    t.write(base + "/cpuidle/current_driver", "acpi_idle\n")
+    t.write(base + "/cpuidle/current_governor", "menu\n")
+    t.write(base + "/cpuidle/current_governor_ro", "menu\n")
+    t.write(base + "/cpuidle/available_governors", "ladder menu teo \n")
+    t.write("/sys/module/processor/parameters/max_cstate", spec["max_cstate"] + "\n")
+    driver = spec["cpufreq"]
+    if spec["amd_pstate_status"]:
+        t.write(base + "/amd_pstate/status", spec["amd_pstate_status"] + "\n")
+        t.write(base + "/amd_pstate/prefcore", "enabled\n" if spec["amd_pstate_status"] == "active" else "disabled\n")
+    if driver == "acpi-cpufreq":
+        t.write(base + "/cpufreq/boost", "1\n")
+    for cpu in range(ncpu):
+        cdir = "%s/cpu%d" % (base, cpu)
+        if cpu:
+            t.write(cdir + "/online", "1\n")
+        t.link(cdir + "/cpufreq", "../cpufreq/policy%d" % cpu)
+        t.write(cdir + "/topology/physical_package_id", "%d\n" % cpu_socket(cpu))
+        t.write(cdir + "/topology/core_id", "%d\n" % (cpu % 32))
+        t.link(cdir + "/node%d" % cpu_socket(cpu), "../../node/node%d" % cpu_socket(cpu))
+        pdir = "%s/cpufreq/policy%d" % (base, cpu)
+        t.write(pdir + "/affected_cpus", "%d\n" % cpu)
+        t.write(pdir + "/related_cpus", "%d\n" % cpu)
+        t.write(pdir + "/scaling_driver", driver + "\n")
+        t.write(pdir + "/scaling_governor", spec["governor"] + "\n")
+        t.write(pdir + "/scaling_setspeed", "<unsupported>\n")
+        if driver == "acpi-cpufreq":
+            t.write(pdir + "/cpuinfo_max_freq", "3000000\n")
+            t.write(pdir + "/cpuinfo_min_freq", "1500000\n")
+            t.write(pdir + "/cpuinfo_transition_latency", "0\n")
+            t.write(pdir + "/scaling_available_frequencies", "3000000 2200000 1500000 \n")
+            t.write(pdir + "/scaling_available_governors",
+                    "conservative ondemand userspace powersave performance schedutil \n")
+            t.write(pdir + "/scaling_max_freq", "3000000\n")
+            t.write(pdir + "/scaling_min_freq", "1500000\n")
+            t.write(pdir + "/scaling_cur_freq", "3000000\n")
+        else:
+            t.write(pdir + "/cpuinfo_max_freq", "4400000\n")
+            t.write(pdir + "/cpuinfo_min_freq", "400000\n")
+            t.write(pdir + "/cpuinfo_transition_latency", "20000\n" if driver == "amd-pstate" else "0\n")
+            t.write(pdir + "/amd_pstate_highest_perf", "196\n")
+            t.write(pdir + "/amd_pstate_max_freq", "4400000\n")
+            t.write(pdir + "/amd_pstate_lowest_nonlinear_freq", "1500000\n")
+            t.write(pdir + "/amd_pstate_hw_prefcore", "enabled\n")
+            t.write(pdir + "/amd_pstate_prefcore_ranking", "%d\n" % (236 - (cpu % 32) * 2))
+            t.write(pdir + "/scaling_max_freq", "4400000\n")
+            t.write(pdir + "/scaling_min_freq", "1500000\n")
+            t.write(pdir + "/scaling_cur_freq", "3000000\n")
+            if driver == "amd-pstate-epp":
+                t.write(pdir + "/scaling_available_governors", "performance powersave \n")
+                t.write(pdir + "/energy_performance_available_preferences",
+                        "default performance balance_performance balance_power power \n")
+                t.write(pdir + "/energy_performance_preference", spec["epp"] + "\n")
+            else:
+                t.write(pdir + "/scaling_available_governors",
+                        "conservative ondemand userspace powersave performance schedutil \n")
+        for idx, (name, desc, latency, residency) in enumerate(spec["states"]):
+            sdir = "%s/cpuidle/state%d" % (cdir, idx)
+            t.write(sdir + "/name", name + "\n")
+            t.write(sdir + "/desc", desc + "\n")
+            t.write(sdir + "/latency", "%d\n" % latency)
+            t.write(sdir + "/residency", "%d\n" % residency)
+            t.write(sdir + "/disable", "0\n")
+            t.write(sdir + "/default_status", "enabled\n")
+            t.write(sdir + "/power", "0\n" if name == "POLL" else "4294967295\n")
+            t.write(sdir + "/usage", "%d\n" % (1000 + cpu * 7 + idx * 131))
+            t.write(sdir + "/time", "%d\n" % (90000 + cpu * 13 + idx * 977))
+    for node in (0, 1):
+        t.write("/sys/devices/system/node/node%d/cpulist" % node, "%s\n" % (
+            "0-31,64-95" if node == 0 else "32-63,96-127"))
+
+
+def write_pci_sysfs(t, spec):
+    t.mkdir("/sys/bus/pci/drivers/nvidia")
+    t.mkdir("/sys/bus/pci/drivers/pcieport")
+    for idx, (root_bus, port, bus) in enumerate(GPU_SLOTS):
+        node = 0 if idx < 4 else 1
+        rp_bdf = "0000:%s:%s" % (root_bus, port)
+        gpu_bdf = "0000:%s:00.0" % bus
+        rp_dir = "/sys/devices/pci0000:%s/%s" % (root_bus, rp_bdf)
+        gpu_dir = "%s/%s" % (rp_dir, gpu_bdf)
+        speed, width = spec["lnksta"][idx]
+        rp_cfg = build_config(ROOT_PORT_ID[0], ROOT_PORT_ID[1], 0x060400, header_type=1, mrrs=512, mps=256,
+                              devcap_mps=512, lnkcap=("32GT/s", 16), lnksta=(speed, width),
+                              buses=(int(root_bus, 16), int(bus, 16), int(bus, 16)))
+        gpu_cfg = build_config(0x10DE, GPU_DEVICE_ID, 0x030200, mrrs=spec["mrrs"], mps=256, devcap_mps=256,
+                               lnkcap=("32GT/s", 16), lnksta=(speed, width), subsystem=GPU_SUBSYS,
+                               buses=(int(root_bus, 16), int(bus, 16), int(bus, 16)))
+        for ddir, cfg, vendor, device, cls, driver in (
+                (rp_dir, rp_cfg, ROOT_PORT_ID[0], ROOT_PORT_ID[1], 0x060400, "pcieport"),
+                (gpu_dir, gpu_cfg, 0x10DE, GPU_DEVICE_ID, 0x030200, "nvidia")):
+            t.write(ddir + "/config", cfg)
+            t.write(ddir + "/vendor", "0x%04x\n" % vendor)
+            t.write(ddir + "/device", "0x%04x\n" % device)
+            t.write(ddir + "/class", "0x%06x\n" % cls)
+            t.write(ddir + "/revision", "0xa1\n" if driver == "nvidia" else "0x01\n")
+            t.write(ddir + "/numa_node", "%d\n" % node)
+            t.write(ddir + "/local_cpulist", "%s\n" % ("0-31,64-95" if node == 0 else "32-63,96-127"))
+            t.write(ddir + "/irq", "%d\n" % (150 + idx * 2 + (driver == "nvidia")))
+            t.write(ddir + "/enable", "1\n")
+            t.write(ddir + "/resource", "")
+            sp = {"2.5GT/s": "2.5 GT/s PCIe", "32GT/s": "32.0 GT/s PCIe"}[speed]
+            t.write(ddir + "/current_link_speed", sp + "\n")
+            t.write(ddir + "/current_link_width", "%d\n" % width)
+            t.write(ddir + "/max_link_speed", "32.0 GT/s PCIe\n")
+            t.write(ddir + "/max_link_width", "16\n")
+            if driver == "nvidia":
+                t.write(ddir + "/subsystem_vendor", "0x%04x\n" % GPU_SUBSYS[0])
+                t.write(ddir + "/subsystem_device", "0x%04x\n" % GPU_SUBSYS[1])
+            t.link(ddir + "/driver", os.path.relpath("/sys/bus/pci/drivers/%s" % driver, ddir))
+        for bdf, ddir in ((rp_bdf, rp_dir), (gpu_bdf, gpu_dir)):
+            t.link("/sys/bus/pci/devices/%s" % bdf, "../../..%s" % ddir[len("/sys"):])
+
+
+def write_iommu(t, spec):
+    for unit in range(8):
+        t.mkdir("/sys/devices/pci0000:%02x/0000:%02x:00.2/iommu/ivhd%d" % (unit * 0x20, unit * 0x20, unit))
+        t.link("/sys/class/iommu/ivhd%d" % unit,
+               "../../devices/pci0000:%02x/0000:%02x:00.2/iommu/ivhd%d" % (unit * 0x20, unit * 0x20, unit))
+    for group in range(16):
+        t.write("/sys/kernel/iommu_groups/%d/type" % group, spec["iommu"] + "\n")
+
+
+# -- /etc, /boot ---------------------------------------------------------------
+GRUB_DEFAULT_FILE = """# If you change this file, run 'update-grub' afterwards to update
+# /boot/grub/grub.cfg.
+# For full documentation of the options in this file, see:
+#   info -f grub -n 'Simple configuration'
+
+GRUB_DEFAULT=0
+GRUB_TIMEOUT=5
+GRUB_DISTRIBUTOR="Proxmox VE"
+GRUB_CMDLINE_LINUX_DEFAULT="{default_args}"
+GRUB_CMDLINE_LINUX=""
+
+# If your computer has multiple operating systems installed, then you
+# probably want to run os-prober. However, if your computer is a host
+# for guest OSes installed via LXC or KVM, or if you don't use os-prober,
+# you can safely disable it by uncommenting the following line:
+#GRUB_DISABLE_OS_PROBER=true
+
+# Uncomment to enable BadRAM filtering, modify to suit your needs
+# This works with Linux (no patch required) and with any kernel that obtains
+# the memory map information from GRUB (GNU Mach, kernel of FreeBSD ...)
+#GRUB_BADRAM="0x01234567,0xfefefefe,0x89abcdef,0xefefefef"
+
+# Uncomment to disable graphical terminal
+#GRUB_TERMINAL=console
+
+# The resolution used on graphical terminal
+# note that you can use only modes which your graphic card supports via VBE
+# you can see them in real GRUB with the command `vbeinfo'
+#GRUB_GFXMODE=640x480
+
+# Uncomment if you don't want GRUB to pass "root=UUID=xxx" parameter to Linux
+#GRUB_DISABLE_LINUX_UUID=true
+
+# Uncomment to disable generation of recovery mode menu entries
+#GRUB_DISABLE_RECOVERY="true"
+
+# Uncomment to get a beep at grub start
+#GRUB_INIT_TUNE="480 440 1"
+"""
+
+ROOT_DEVID = "7b5a1c2e-0f3d-4c55-9a10-3e8d6f2b9c41"
+
+
+def grub_cfg(installed, args):
+    out = ["#", "# DO NOT EDIT THIS FILE", "#", "# It is automatically generated by grub-mkconfig using templates",
+           "# from /etc/grub.d and settings from /etc/default/grub", "#", "",
+           "### BEGIN /etc/grub.d/10_linux ###"]
+    newest = installed[0]
+    out.append("menuentry 'Proxmox VE GNU/Linux' --class proxmox --class gnu-linux --class gnu --class os "
+               "$menuentry_id_option 'gnulinux-simple-%s' {" % ROOT_DEVID)
+    out.append("\tlinux\t/boot/vmlinuz-%s root=/dev/mapper/pve-root ro %s" % (newest, args))
+    out.append("\tinitrd\t/boot/initrd.img-%s" % newest)
+    out.append("}")
+    out.append("submenu 'Advanced options for Proxmox VE GNU/Linux' $menuentry_id_option "
+               "'gnulinux-advanced-%s' {" % ROOT_DEVID)
+    for ver in installed:
+        out.append("\tmenuentry 'Proxmox VE GNU/Linux, with Linux %s' --class proxmox --class gnu-linux --class gnu "
+                   "--class os $menuentry_id_option 'gnulinux-%s-advanced-%s' {" % (ver, ver, ROOT_DEVID))
+        out.append("\t\tlinux\t/boot/vmlinuz-%s root=/dev/mapper/pve-root ro %s" % (ver, args))
+        out.append("\t\tinitrd\t/boot/initrd.img-%s" % ver)
+        out.append("\t}")
+    out.append("}")
+    out.append("### END /etc/grub.d/10_linux ###")
+    return "\n".join(out) + "\n"
+
+
+def ct_config_gpu(ctid, hostname, uvm_major, style="cgroup2"):
+    lines = [
+        "#LLM serving (vLLM) on all 8 GPUs",
+        "arch: amd64",
+        "cores: 48",
+        "features: nesting=1",
+        "hostname: %s" % hostname,
+        "memory: 393216",
+        "net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:5A:3C:01,ip=dhcp,type=veth",
+        "onboot: 1",
+        "ostype: ubuntu",
+        "rootfs: local-zfs:subvol-%d-disk-0,size=500G" % ctid,
+        "swap: 0",
+        "unprivileged: 0",
+        "lxc.cgroup2.devices.allow: c 195:* rwm",
+        "lxc.cgroup2.devices.allow: c %d:* rwm" % uvm_major,
+    ]
+    for i in range(8):
+        lines.append("lxc.mount.entry: /dev/nvidia%d dev/nvidia%d none bind,optional,create=file" % (i, i))
+    for node in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"):
+        lines.append("lxc.mount.entry: /dev/%s dev/%s none bind,optional,create=file" % (node, node))
+    lines.append("mp0: /tank/models,mp=/models,ro=1")
+    lines.append("")
+    lines.append("[before-driver-580]")
+    lines.append("#LLM serving (vLLM) on all 8 GPUs")
+    lines.append("arch: amd64")
+    lines.append("cores: 48")
+    lines.append("hostname: %s" % hostname)
+    lines.append("lxc.cgroup2.devices.allow: c 195:* rwm")
+    lines.append("lxc.cgroup2.devices.allow: c 236:* rwm")
+    lines.append("memory: 393216")
+    lines.append("ostype: ubuntu")
+    lines.append("parent: clean-install")
+    lines.append("rootfs: local-zfs:subvol-%d-disk-0,size=500G" % ctid)
+    lines.append("snaptime: 1760000000")
+    lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def ct_config_plain(ctid, hostname):
+    return "\n".join([
+        "arch: amd64",
+        "cores: 2",
+        "hostname: %s" % hostname,
+        "memory: 2048",
+        "net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:5A:3C:%02X,ip=dhcp,type=veth" % ctid,
+        "ostype: debian",
+        "rootfs: local-zfs:subvol-%d-disk-0,size=8G" % ctid,
+        "swap: 512",
+        "unprivileged: 1",
+    ]) + "\n"
+
+
+def ct_config_devn(ctid, hostname):
+    return "\n".join([
+        "#Jupyter on GPU 7 (Proxmox 8.1+ device passthrough)",
+        "arch: amd64",
+        "cores: 8",
+        "dev0: /dev/nvidia7,gid=44",
+        "dev1: /dev/nvidiactl,gid=44",
+        "dev2: /dev/nvidia-uvm,gid=44",
+        "dev3: /dev/nvidia-uvm-tools,gid=44",
+        "hostname: %s" % hostname,
+        "memory: 65536",
+        "net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:5A:3C:%02X,ip=dhcp,type=veth" % ctid,
+        "ostype: debian",
+        "rootfs: local-zfs:subvol-%d-disk-0,size=64G" % ctid,
+        "unprivileged: 1",
+    ]) + "\n"
+
+
+def write_host(t, host, spec):
+    t.write("/.pvetune/snapshot.json", json.dumps({
+        "host": host, "collected_at": COLLECTED_AT, "collector": "scripts/demo_fleet.py",
+        "note": "demo fleet: generated, modelled on real files (see scripts/demo_fleet.py)",
+        "state": spec["state"]}, indent=2, sort_keys=True) + "\n")
+    t.write("/.pvetune/dev_nvidia.ls", dev_listing(spec))
+    t.write("/.pvetune/nvidia-smi-q.txt", nvidia_smi_q(spec))
+    t.write("/etc/hostname", host + "\n")
+    t.write("/proc/sys/kernel/hostname", host + "\n")
+    t.write("/proc/sys/kernel/osrelease", spec["kernel"] + "\n")
+    t.write("/proc/sys/kernel/numa_balancing", spec["numa_balancing"] + "\n")
+    t.write("/proc/cmdline", spec["cmdline"] + "\n")
+    t.write("/proc/cpuinfo", cpuinfo())
+    t.write("/proc/devices", proc_devices(spec))
+    t.write("/proc/driver/nvidia/version",
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
+            "(dvs-builder@U22-I3-AF03-09-1)  Tue Sep 23 09:55:41 UTC 2025\n"
+            "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14+deb12u1) \n")
+    write_cpu_sysfs(t, spec)
+    write_pci_sysfs(t, spec)
+    write_iommu(t, spec)
+    t.write("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n")
+    t.mkdir("/sys/module/nvidia")
+    t.mkdir("/sys/module/nvidia_uvm")
+    for ver in spec["installed"]:
+        t.write("/boot/vmlinuz-%s" % ver, "")
+        t.write("/boot/initrd.img-%s" % ver, "")
+        t.write("/boot/config-%s" % ver, "CONFIG_X86_AMD_PSTATE=y\nCONFIG_X86_AMD_PSTATE_DEFAULT_MODE=3\n")
+        t.write("/lib/modules/%s/modules.dep" % ver, "")
+    if spec["loader"] == "grub":
+        t.write("/etc/default/grub", GRUB_DEFAULT_FILE.format(default_args=spec["grub_default_args"]))
+        t.write("/boot/grub/grub.cfg", grub_cfg(spec["installed"], spec["grub_default_args"]))
+        if spec["grub_dropin"]:
+            t.write("/etc/default/grub.d/90-pvetune.cfg",
+                    "# Managed by pvetune (boot.cmdline); remove with rollback.yml\n"
+                    'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT %s"\n' % spec["grub_dropin"])
+        if spec["pin"]:
+            t.write("/etc/default/grub.d/proxmox-kernel-pin.cfg",
+                    'GRUB_DEFAULT="gnulinux-advanced-%s>gnulinux-%s-advanced-%s"\n' % (ROOT_DEVID, spec["pin"],
+                                                                                       ROOT_DEVID))
+            t.write("/etc/kernel/proxmox-boot-pin", spec["pin"] + "\n")
+    else:
+        t.write("/etc/kernel/cmdline", spec["kernel_cmdline_file"])
+        t.write("/etc/kernel/proxmox-boot-uuids", "8E4F-1C2A\n")
+        t.write("/etc/kernel/proxmox-boot-pin", spec["pin"] + "\n")
+        t.write("/sys/firmware/efi/efivars/LoaderInfo-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f",
+                b"\x06\x00\x00\x00" + "systemd-boot 252.38-1~deb12u1".encode("utf-16-le") + b"\x00\x00")
+        t.write("/sys/firmware/efi/fw_platform_size", "64\n")
+        t.write("/.pvetune/proxmox-boot-tool-status.txt",
+                "Re-executing '/usr/sbin/proxmox-boot-tool' in new private mount namespace..\n"
+                "System currently booted with uefi\n"
+                "8E4F-1C2A is configured with: uefi (versions: %s)\n" % ", ".join(sorted(spec["installed"])))
+    if spec["sysctl_file"]:
+        t.write("/etc/sysctl.d/" + spec["sysctl_file"],
+                "# Managed by pvetune (kernel.numa_balancing)\nkernel.numa_balancing = 0\n")
+    t.write("/etc/sysctl.d/99-sysctl.conf", "# see /etc/sysctl.conf\n")
+    t.write("/etc/sysctl.conf", "#kernel.domainname = example.com\n#net.ipv4.ip_forward=1\n")
+    t.write("/usr/lib/sysctl.d/50-pid-max.conf", "kernel.pid_max = 4194304\n")
+    # /etc/pve is pmxcfs: /etc/pve/lxc links to this node's directory.
+    t.link("/etc/pve/local", "nodes/%s" % host)
+    t.link("/etc/pve/lxc", "nodes/%s/lxc" % host)
+    t.write("/etc/pve/nodes/%s/lxc/101.conf" % host, ct_config_gpu(101, "llm", spec["ct_uvm_major"]))
+    t.write("/etc/pve/nodes/%s/lxc/102.conf" % host, ct_config_plain(102, "monitoring"))
+    if spec["state"] == "after":
+        t.write("/etc/pve/nodes/%s/lxc/103.conf" % host, ct_config_devn(103, "jupyter"))
+
+
+def generate(out, hosts):
+    for host in hosts:
+        dest = os.path.join(out, host)
+        if os.path.lexists(dest):
+            shutil.rmtree(dest)
+        os.makedirs(dest)
+        write_host(Tree(dest), host, HOSTS[host])
+
+
+def compare(a, b):
+    """Differences between two trees (files, symlinks, modes), as strings."""
+    diffs = []
+    cmp = filecmp.dircmp(a, b)
+
+    def walk(dc, rel):
+        for name in dc.left_only:
+            diffs.append("only in committed tree: %s" % os.path.join(rel, name))
+        for name in dc.right_only:
+            diffs.append("only in generated tree: %s" % os.path.join(rel, name))
+        for name in dc.common_files + dc.common_dirs:
+            pa, pb = os.path.join(dc.left, name), os.path.join(dc.right, name)
+            if os.path.islink(pa) or os.path.islink(pb):
+                if not (os.path.islink(pa) and os.path.islink(pb)) or os.readlink(pa) != os.readlink(pb):
+                    diffs.append("symlink differs: %s" % os.path.join(rel, name))
+        for name in dc.common_files:
+            pa, pb = os.path.join(dc.left, name), os.path.join(dc.right, name)
+            with open(pa, "rb") as fa, open(pb, "rb") as fb:
+                if fa.read() != fb.read():
+                    diffs.append("content differs: %s" % os.path.join(rel, name))
+        for name, sub in dc.subdirs.items():
+            if not os.path.islink(os.path.join(dc.left, name)):
+                walk(sub, os.path.join(rel, name))
+
+    walk(cmp, "")
+    return diffs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=DEFAULT_OUT)
+    parser.add_argument("--hosts", default=",".join(sorted(HOSTS)))
+    parser.add_argument("--check", action="store_true", help="regenerate into a temp dir and compare with --out")
+    args = parser.parse_args()
+    hosts = [h for h in args.hosts.split(",") if h]
+    for host in hosts:
+        if host not in HOSTS:
+            parser.error("unknown host %s" % host)
+    if args.check:
+        with tempfile.TemporaryDirectory() as tmp:
+            generate(tmp, hosts)
+            diffs = []
+            for host in hosts:
+                diffs += compare(os.path.join(args.out, host), os.path.join(tmp, host))
+        for line in diffs[:50]:
+            print(line)
+        print("demo fleet: %s" % ("up to date" if not diffs else "%d differences" % len(diffs)))
+        return 1 if diffs else 0
+    generate(args.out, hosts)
+    print("demo fleet written to %s (%s)" % (args.out, ", ".join(hosts)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

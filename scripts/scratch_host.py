@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Make a scratch copy of a demo host that the fix can run on without touching this machine.
+
+  scripts/scratch_host.py pve-gpu01 /tmp/scratch/pve-gpu01 [--force]
+
+Copies demo/snapshots/<host> to DEST (symlinks kept) and installs the
+stand-in tools from tests/standins/ into DEST/.pvetune/bin, where the fix
+modules look for commands when their root is not "/".  Prints DEST.
+"""
+import argparse
+import os
+import shutil
+import stat
+import sys
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEMO = os.path.join(TOP, "demo", "snapshots")
+STANDINS = os.path.join(TOP, "tests", "standins")
+
+
+def install_standins(dest):
+    bindir = os.path.join(dest, ".pvetune", "bin")
+    os.makedirs(bindir, exist_ok=True)
+    for name in sorted(os.listdir(STANDINS)):
+        src = os.path.join(STANDINS, name)
+        if not os.path.isfile(src) or name.startswith((".", "_")) or name.endswith((".md", ".py")):
+            continue
+        target = os.path.join(bindir, name)
+        shutil.copyfile(src, target)
+        os.chmod(target, os.stat(target).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return bindir
+
+
+def make_scratch(host, dest, force=False):
+    src = os.path.join(DEMO, host)
+    if not os.path.isdir(src):
+        raise SystemExit("no demo host %s in %s" % (host, DEMO))
+    if os.path.lexists(dest):
+        if not force:
+            raise SystemExit("%s exists (use --force to replace it)" % dest)
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest, symlinks=True)
+    install_standins(dest)
+    return dest
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("host")
+    parser.add_argument("dest")
+    parser.add_argument("--force", action="store_true")
+    args = parser.parse_args()
+    print(make_scratch(args.host, os.path.abspath(args.dest), args.force))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

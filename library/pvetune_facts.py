@@ -21,7 +21,7 @@ description:
   - With a root other than C(/) no command is run; nvidia-smi output is taken from the snapshot instead.
 version_added: "0.1.0"
 author:
-  - pvetune contributors
+  - pvetune contributors (@pvetune)
 options:
   root:
     description:

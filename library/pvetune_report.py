@@ -12,19 +12,19 @@ DOCUMENTATION = r"""
 module: pvetune_report
 short_description: Write the pvetune fleet audit reports (JSON, HTML, JUnit, text)
 description:
-  - Takes the per-host results of M(pvetune_facts) and writes C(audit.json) (schema_version 1),
+  - Takes the per-host results of the pvetune_facts module and writes C(audit.json) (schema_version 1),
     a self-contained C(audit.html), C(junit.xml) (one testcase per host and check) and C(summary.txt) into
     C(<dest>/<timestamp>/), then points C(<dest>/latest) at that directory.
-  - Runs on the controller (C(delegate_to: localhost)); it writes reports, never host state.
+  - "Runs on the controller (C(delegate_to: localhost)); it writes reports, never host state."
   - In check mode nothing is written; the rendered summary is still returned.
 version_added: "0.1.0"
 author:
-  - pvetune contributors
+  - pvetune contributors (@pvetune)
 options:
   hosts:
     description:
       - One entry per audited host.
-      - Each entry has C(host) and either C(checks) (the RV(pvetune_facts.results) list) or C(error).
+      - Each entry has C(host) and either C(checks) (the C(results) list returned by pvetune_facts) or C(error).
       - Optional keys are C(root) and C(unreachable).
     type: list
     elements: dict

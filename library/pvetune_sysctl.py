@@ -18,7 +18,7 @@ description:
   - Every file it writes is backed up first and recorded for rollback.yml.
 version_added: "0.1.0"
 author:
-  - pvetune contributors
+  - pvetune contributors (@pvetune)
 options:
   root:
     description: Directory treated as C(/) for every read and write.
@@ -150,8 +150,8 @@ def main():
         for key, value in settings.items():
             eff = effective["values"].get(key)
             if eff is None or eff["value"] != value:
-                overridden.append("%s: %s:%s sets %s" % (key, eff and eff["file"], eff and eff["line"],
-                                                        eff and eff["value"]))
+                where = "%s:%s sets %s" % (eff["file"], eff["line"], eff["value"]) if eff else "nothing sets it"
+                overridden.append("%s: %s" % (key, where))
         if overridden:
             module.fail_json(msg="a later sysctl file overrides pvetune's drop-in at boot: %s; fix that file or "
                                  "choose a later drop-in name (option file)" % "; ".join(overridden))
@@ -161,10 +161,9 @@ def main():
             for rt in changes.runtime:
                 with open(fsroot.path(rt["path"]), "w") as handle:
                     handle.write(rt["after"] + "\n")
-                if fsroot.read_value(rt["path"]) != rt["after"]:
-                    module.fail_json(msg="%s still reads %s after writing %s" % (rt["path"],
-                                                                              fsroot.read_value(rt["path"]),
-                                                                              rt["after"]))
+                now = fsroot.read_value(rt["path"])
+                if now != rt["after"]:
+                    module.fail_json(msg="%s still reads %s after writing %s" % (rt["path"], now, rt["after"]))
         except (OSError, IOError, FsError, ChangeError) as exc:
             module.fail_json(msg="writing failed: %s" % exc, changes=changes.summary())
     result = {"changed": changes.changed, "runtime": runtime, "file": module.params["file"],

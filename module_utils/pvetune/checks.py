@@ -117,7 +117,7 @@ def check_scaling_driver(facts, policy):
               + (" …" if len(p) > 8 else "")} for d, p in sorted(drivers.items())]
     if drivers and set(drivers) == {want}:
         return make_result(cid, policy, "pass", current, "every policy uses %s" % want, items, ev)
-    arg_state, _ = _arg_state(facts, mode_arg)
+    arg_state = _arg_state(facts, mode_arg)[0]
     runtime_switch = status_file in ("passive", "guided", "disable") and status_file != policy["amd_pstate_mode"]
     hint = (" (or switch now: echo %s > /sys/devices/system/cpu/amd_pstate/status)" % policy["amd_pstate_mode"]
             if runtime_switch else "")
@@ -240,7 +240,7 @@ def check_cstates(facts, policy):
             "expected": "disabled" if too_deep else "allowed",
             "message": "",
         })
-    state, _ = _arg_state(facts, arg)
+    state = _arg_state(facts, arg)[0]
     param_ok = param is None or (param.isdigit() and int(param) <= limit)
     problems = []
     if state != "effective":
@@ -285,8 +285,11 @@ def check_numa_balancing(facts, policy):
     cmdline_off = "numa_balancing=disable" in _effective_args(facts)
     conf_off = "numa_balancing=disable" in (_configured_args(facts) or [])
     persisted_ok = (persisted is not None and persisted["value"] == want) or (want == "0" and conf_off)
-    current = "runtime %s, persisted %s" % (runtime, persisted["value"] if persisted else
-                                             ("cmdline numa_balancing=disable" if conf_off else "no"))
+    if persisted:
+        persisted_text = persisted["value"]
+    else:
+        persisted_text = "cmdline numa_balancing=disable" if conf_off else "no"
+    current = "runtime %s, persisted %s" % (runtime, persisted_text)
     if runtime == want and persisted_ok:
         return make_result(cid, policy, "pass", current, "numa_balancing is %s and persisted" % want, evidence=ev)
     if runtime == want:
@@ -326,8 +329,8 @@ def check_mrrs(facts, policy):
             continue
         ok = gpu["mrrs"] == want
         items.append({"name": name.strip(), "status": "pass" if ok else "fail",
-                      "current": "MaxReadReq %d, MaxPayload %d (cap %s)" % (gpu["mrrs"], gpu.get("mps") or 0,
-                                                                          gpu.get("devcap_mps")),
+                      "current": "MaxReadReq %d, MaxPayload %d (cap %s)" % (
+                          gpu["mrrs"], gpu.get("mps") or 0, gpu.get("devcap_mps")),
                       "expected": "MaxReadReq %d" % want, "message": ""})
     fails = [i for i in items if i["status"] == "fail"]
     errors = [i for i in items if i["status"] == "error"]

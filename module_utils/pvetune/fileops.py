@@ -232,7 +232,7 @@ class ChangeSet:
                 manifest["runtime"][rt["key"]]["last"] = rt["after"]
         finally:
             self.save_manifest(manifest)
-        return [p for p, _ in self.written]
+        return [entry[0] for entry in self.written]
 
     def restore_run(self):
         """Undo this ChangeSet's file writes (newest first); returns restored paths."""

@@ -105,8 +105,8 @@ def gather_boot(fsroot):
         out["evidence"].append("%s (first line): %s" % (path, " ".join(args)))
         return out
     files = []
-    for path in ["/etc/default/grub"] + ["/etc/default/grub.d/" + n for n in fsroot.listdir("/etc/default/grub.d")
-                                          if n.endswith(".cfg")]:
+    dropins = ["/etc/default/grub.d/" + n for n in fsroot.listdir("/etc/default/grub.d") if n.endswith(".cfg")]
+    for path in ["/etc/default/grub"] + dropins:
         if fsroot.isfile(path):
             files.append((path, fsroot.read_text(path)))
     out["config_path"] = "/etc/default/grub" + (" + grub.d" if len(files) > 1 else "")
@@ -122,7 +122,7 @@ def gather_boot(fsroot):
     default = eff.get("GRUB_CMDLINE_LINUX_DEFAULT") or ""
     out["configured_args"] = bootcfg.split_cmdline(linux) + bootcfg.split_cmdline(default)
     out["grub"] = eff
-    out["evidence"].append("GRUB files: %s" % ", ".join(p for p, _ in files))
+    out["evidence"].append("GRUB files: %s" % ", ".join(entry[0] for entry in files))
     out["evidence"].append('GRUB_CMDLINE_LINUX="%s" GRUB_CMDLINE_LINUX_DEFAULT="%s"' % (linux, default))
     return out
 

@@ -41,20 +41,13 @@ def parse_cpu_list(text):
 
 def format_cpu_list(cpus):
     """[0, 1, 2, 5] -> '0-2,5'."""
-    cpus = sorted(set(cpus))
-    out = []
-    start = prev = None
-    for cpu in cpus:
-        if start is None:
-            start = prev = cpu
-        elif cpu == prev + 1:
-            prev = cpu
+    ranges = []
+    for cpu in sorted(set(cpus)):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
         else:
-            out.append("%d-%d" % (start, prev) if prev != start else "%d" % start)
-            start = prev = cpu
-    if start is not None:
-        out.append("%d-%d" % (start, prev) if prev != start else "%d" % start)
-    return ",".join(out)
+            ranges.append([cpu, cpu])
+    return ",".join("%d-%d" % (lo, hi) if hi != lo else "%d" % lo for lo, hi in ranges)
 
 
 def _natural_key(name):
@@ -71,7 +64,7 @@ def read_cpuinfo_identity(fsroot):
             if vendor:
                 break
             continue
-        key, _, value = line.partition(":")
+        key, value = line.partition(":")[::2]
         key = key.strip()
         if key == "vendor_id" and vendor is None:
             vendor = value.strip()
@@ -210,7 +203,7 @@ def parse_sysctl_text(text):
             continue
         if "=" not in line:
             continue
-        key, _, value = line.partition("=")
+        key, value = line.partition("=")[::2]
         key = key.strip().lstrip("-").replace("/", ".")
         out.append((no, key, value.strip()))
     return out

@@ -79,8 +79,8 @@ def render_text(doc, detail=True):
     """Compact fleet table, then the non-passing checks of each host."""
     cols = ("pass", "fail", "warn", "pending", "skip", "error")
     width = max([len("HOST")] + [len(h["host"]) for h in doc["hosts"]])
-    lines = ["%-*s  %s  %s" % (width, "HOST", " ".join("%7s" % c.upper() for c in cols), "FAILING (severity >= %s)"
-                                % doc["run"]["fail_on"])]
+    header = " ".join("%7s" % c.upper() for c in cols)
+    lines = ["%-*s  %s  FAILING (severity >= %s)" % (width, "HOST", header, doc["run"]["fail_on"])]
     for host in doc["hosts"]:
         s = host["summary"]
         if not host["reachable"] or host.get("error"):
@@ -100,8 +100,8 @@ def render_text(doc, detail=True):
                 lines.append("  %-7s %-22s %s%s" % (res["status"].upper(), res["id"], _one_line(res["message"]), flag))
     summary = doc["summary"]
     lines.append("")
-    lines.append("%d hosts, %d failing: %s" % (summary["hosts"], len(summary["failed_hosts"]),
-                                                ", ".join(summary["failed_hosts"]) or "none"))
+    failed = summary["failed_hosts"]
+    lines.append("%d hosts, %d failing: %s" % (summary["hosts"], len(failed), ", ".join(failed) or "none"))
     return "\n".join(lines) + "\n"
 
 
@@ -137,8 +137,8 @@ def render_junit(doc):
                 res["current"], res["expected"], res["message"], res["remediation"], "\n  ".join(res["evidence"]))
             msg = quoteattr("[%s] %s" % (res["severity"], _one_line(res["message"], 300)))
             if res["status"] == "fail":
-                out.append("      <failure message=%s type=%s>%s</failure>" % (msg, quoteattr(res["severity"]),
-                                                                            xml_escape(body)))
+                out.append("      <failure message=%s type=%s>%s</failure>" % (
+                    msg, quoteattr(res["severity"]), xml_escape(body)))
             elif res["status"] == "error":
                 out.append("      <error message=%s>%s</error>" % (msg, xml_escape(body)))
             elif res["status"] in ("skip", "pending"):
@@ -194,8 +194,8 @@ def render_html(doc):
         by_id = dict((r["id"], r) for r in host["checks"])
         parts.append('<tr><td><a href="#host-%s">%s</a></td>' % (e(host["host"]), e(host["host"])))
         if not host["checks"]:
-            parts.append('<td colspan="%d">%s %s</td></tr>' % (len(CHECK_IDS), _st("error"),
-                                                                 e(host.get("error") or "unreachable")))
+            parts.append('<td colspan="%d">%s %s</td></tr>' % (
+                len(CHECK_IDS), _st("error"), e(host.get("error") or "unreachable")))
             continue
         for cid in CHECK_IDS:
             res = by_id.get(cid)

@@ -1,0 +1,72 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: pvetune_collect
+short_description: Capture everything the pvetune audit reads into an in-memory snapshot archive
+description:
+  - Runs the audit's read pass through a recording view of O(root) and packs every file it read, every directory
+    it listed (unread entries become empty placeholders), the symlinks on the way (sysfs device links,
+    C(/etc/pve/lxc)) and what a snapshot cannot carry as files (an C(ls -l) of the C(/dev/nvidia*) nodes, the
+    output of C(nvidia-smi -q) and C(proxmox-boot-tool status) when installed) into a tar.gz.
+  - Returns the archive base64-encoded; nothing is written on the host. The pvetune_snapshot module saves and
+    unpacks it on the controller, where C(audit.yml) can audit it.
+version_added: "0.1.0"
+author:
+  - pvetune contributors (@pvetune)
+options:
+  root:
+    description: Directory treated as C(/). Only C(/) runs commands; other roots copy the C(.pvetune/) files.
+    type: path
+    default: /
+notes:
+  - Supports check mode (the module never writes).
+  - Run with become; PCI config space beyond 64 bytes and some sysfs files are readable by root only.
+"""
+
+EXAMPLES = r"""
+- name: Capture the host
+  pvetune_collect:
+  register: snap
+"""
+
+RETURN = r"""
+archive_b64:
+  description: The snapshot as a base64-encoded tar.gz.
+  returned: always
+  type: str
+info:
+  description: The snapshot's C(.pvetune/snapshot.json) (host, time, file count, placeholders, command status).
+  returned: always
+  type: dict
+size:
+  description: Size of the archive in bytes.
+  returned: always
+  type: int
+"""
+
+import base64
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.pvetune.collect import collect
+from ansible.module_utils.pvetune.runner import Runner
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(root=dict(type="path", default="/")), supports_check_mode=True)
+    try:
+        data, info = collect(module.params["root"], lambda fsroot: Runner(fsroot, module.run_command))
+    except ValueError as exc:
+        module.fail_json(msg="root: %s" % exc)
+    module.exit_json(changed=False, archive_b64=base64.b64encode(data).decode("ascii"), info=info, size=len(data))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: pvetune_snapshot
+short_description: Save (and unpack) a pvetune snapshot archive on the controller
+description:
+  - Writes the archive returned by the pvetune_collect module to O(dest) and, with O(extract), unpacks it into
+    O(extract_dir) so that C(audit.yml) can audit it with C(pvetune_root) pointing there.
+  - Unpacking accepts regular files, directories and symlinks only, refuses absolute or C(..) member names and
+    symlinks that leave the snapshot, and never writes through a symlink.
+version_added: "0.1.0"
+author:
+  - pvetune contributors (@pvetune)
+options:
+  data:
+    description: The base64-encoded tar.gz (C(archive_b64) of pvetune_collect).
+    type: str
+    required: true
+  dest:
+    description: Path of the tar.gz to write.
+    type: path
+    required: true
+  extract:
+    description: Also unpack the archive.
+    type: bool
+    default: true
+  extract_dir:
+    description: Directory to unpack into (replaced if it exists). Defaults to O(dest) without C(.tar.gz).
+    type: path
+notes:
+  - Supports check mode.
+"""
+
+EXAMPLES = r"""
+- name: Save the snapshot next to the others
+  pvetune_snapshot:
+    data: "{{ snap.archive_b64 }}"
+    dest: "snapshots/{{ inventory_hostname }}.tar.gz"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+dest:
+  description: The archive path.
+  returned: always
+  type: str
+extract_dir:
+  description: Where the snapshot was unpacked (when O(extract) is true).
+  returned: always
+  type: str
+members:
+  description: Number of archive members unpacked.
+  returned: always
+  type: int
+info:
+  description: The snapshot's C(.pvetune/snapshot.json).
+  returned: always
+  type: dict
+"""
+
+import base64
+import binascii
+import os
+import shutil
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.pvetune.collect import UnsafeArchive, extract, read_info
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            data=dict(type="str", required=True, no_log=False),
+            dest=dict(type="path", required=True),
+            extract=dict(type="bool", default=True),
+            extract_dir=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        data = base64.b64decode(p["data"], validate=True)
+        info = read_info(data)
+    except (binascii.Error, ValueError) as exc:
+        module.fail_json(msg="data is not a pvetune snapshot archive: %s" % exc)
+    except Exception as exc:  # tarfile raises several types for a damaged archive
+        module.fail_json(msg="data is not a readable snapshot archive: %s" % exc)
+    dest = os.path.abspath(p["dest"])
+    target = os.path.abspath(p["extract_dir"] or (dest[:-7] if dest.endswith(".tar.gz") else dest + ".d"))
+    members = 0
+    if not module.check_mode:
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest + ".tmp", "wb") as handle:
+            handle.write(data)
+        os.rename(dest + ".tmp", dest)
+        if p["extract"]:
+            staging = target + ".tmp"
+            if os.path.lexists(staging):
+                shutil.rmtree(staging)
+            try:
+                members = extract(data, staging)
+            except UnsafeArchive as exc:
+                shutil.rmtree(staging, ignore_errors=True)
+                module.fail_json(msg="refusing to unpack %s: %s" % (dest, exc))
+            if os.path.lexists(target):
+                shutil.rmtree(target)
+            os.rename(staging, target)
+    module.exit_json(changed=not module.check_mode, dest=dest, extract_dir=target if p["extract"] else "",
+                     members=members, info=info)
+
+
+if __name__ == "__main__":
+    main()

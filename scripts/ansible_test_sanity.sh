@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Run `ansible-test sanity` on pvetune's modules and module_utils.
+#
+# ansible-test only works on a collection, so this lays the project's library/
+# and module_utils/ out as the collection pvetune.gpuhost under build/ (imports
+# rewritten from ansible.module_utils.pvetune to the collection path, the way
+# linux-system-roles converts roles to collections) and runs ansible-test there.
+# ansible-test wants to fetch get-pip from the network, which is unreachable
+# here: a local stand-in bootstraps pip with ensurepip instead.
+#
+#   scripts/ansible_test_sanity.sh                 # all sanity tests that apply
+#   scripts/ansible_test_sanity.sh --test validate-modules
+set -euo pipefail
+TOP="$(cd "$(dirname "$0")/.." && pwd)"
+VENV="${PVETUNE_VENV:-$TOP/.venv}"
+export PATH="$VENV/bin:$PATH"
+COLL="$TOP/build/ansible_collections/pvetune/gpuhost"
+PYVER="$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+
+rm -rf "$COLL"
+mkdir -p "$COLL/plugins/modules" "$COLL/plugins/module_utils" "$COLL/meta"
+cat > "$COLL/galaxy.yml" <<'YML'
+namespace: pvetune
+name: gpuhost
+version: 0.1.0
+readme: README.md
+authors: [pvetune contributors]
+description: Audit and fix Proxmox VE GPU host performance settings (build artefact for ansible-test)
+license: [GPL-3.0-or-later]
+YML
+printf -- '---\nrequires_ansible: ">=2.19.0"\n' > "$COLL/meta/runtime.yml"
+echo "build artefact of scripts/ansible_test_sanity.sh" > "$COLL/README.md"
+rewrite='s/ansible\.module_utils\.pvetune/ansible_collections.pvetune.gpuhost.plugins.module_utils.pvetune/g'
+for f in "$TOP"/library/*.py; do sed "$rewrite" "$f" > "$COLL/plugins/modules/$(basename "$f")"; done
+mkdir -p "$COLL/plugins/module_utils/pvetune"
+for f in "$TOP"/module_utils/pvetune/*.py; do sed "$rewrite" "$f" > "$COLL/plugins/module_utils/pvetune/$(basename "$f")"; done
+if [[ -d "$TOP/tests/sanity" ]]; then mkdir -p "$COLL/tests/sanity"; cp "$TOP"/tests/sanity/*.txt "$COLL/tests/sanity/"; fi
+
+# get-pip stand-in (ansible-test caches it under this name; the real one comes from an unreachable host).
+cache="$HOME/.ansible/test/cache"
+mkdir -p "$cache"
+for name in get_pip_24_2.py get_pip_25_1_1.py get_pip_25_2.py get_pip_25_3.py; do
+  cat > "$cache/$name" <<'PY'
+# Stand-in for get-pip.py (no network): bootstrap pip with ensurepip, then install what was asked.
+import subprocess, sys
+subprocess.check_call([sys.executable, "-m", "ensurepip", "--default-pip"])
+args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
+if args:
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "--disable-pip-version-check"] + args)
+PY
+done
+
+cd "$COLL"
+git init -q . 2>/dev/null || true
+git add -A . >/dev/null 2>&1 || true
+set -x
+ansible-test sanity --local --python "$PYVER" "$@"

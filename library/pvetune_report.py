@@ -23,12 +23,17 @@ author:
 options:
   hosts:
     description:
-      - One entry per audited host.
-      - Each entry has C(host) and either C(checks) (the C(results) list returned by pvetune_facts) or C(error).
-      - Optional keys are C(root) and C(unreachable).
+      - Names of every host of the audit, including those where the audit did not run.
     type: list
-    elements: dict
+    elements: str
     required: true
+  audits:
+    description:
+      - The registered result of pvetune_facts per host name.
+      - A host without an entry, or whose result has no C(results), is reported as an error with the result's
+        C(msg); an unreachable result marks the host unreachable.
+    type: dict
+    default: {}
   dest:
     description:
       - Directory that receives one sub-directory per run and the C(latest) link.
@@ -56,7 +61,9 @@ notes:
 EXAMPLES = r"""
 - name: Write the fleet reports
   pvetune_report:
-    hosts: "{{ ansible_play_hosts_all | map('extract', hostvars, 'pvetune_report_entry') | list }}"
+    hosts: "{{ ansible_play_hosts_all }}"
+    audits: "{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars)
+                | map(attribute='pvetune_audit', default={}))) }}"
     dest: "{{ playbook_dir }}/../reports"
     fail_on: high
   delegate_to: localhost
@@ -110,7 +117,8 @@ def _write(path, text):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            hosts=dict(type="list", elements="dict", required=True),
+            hosts=dict(type="list", elements="str", required=True),
+            audits=dict(type="dict", default={}),
             dest=dict(type="path", required=True),
             fail_on=dict(type="str", default="high", choices=["critical", "high", "medium", "low", "info"]),
             run=dict(type="dict", default={}),
@@ -123,10 +131,8 @@ def main():
     stamp = params["timestamp"] or now.strftime("%Y%m%dT%H%M%SZ")
     if not TIMESTAMP.match(stamp):
         module.fail_json(msg="timestamp must look like 20261129T193000Z")
-    for entry in params["hosts"]:
-        if not isinstance(entry.get("host"), str) or not entry["host"]:
-            module.fail_json(msg="every hosts entry needs a host name")
-    doc = report.build_document(params["hosts"], fail_on=params["fail_on"],
+    entries = [report.entry_from_audit(host, params["audits"].get(host)) for host in params["hosts"]]
+    doc = report.build_document(entries, fail_on=params["fail_on"],
                                 generated_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), run=params["run"])
     text = report.render_text(doc)
     dest = os.path.abspath(params["dest"])

@@ -23,6 +23,17 @@ STATUS_ORDER = ("fail", "error", "pending", "warn", "pass", "skip")
 CHECK_IDS = [c["id"] for c in CATALOGUE]
 
 
+def entry_from_audit(host, audit):
+    """A report entry from a host name and its registered pvetune_facts result (or None)."""
+    audit = audit if isinstance(audit, dict) else {}
+    checks = audit.get("results")
+    entry = {"host": host, "root": audit.get("root") or "/", "checks": checks if isinstance(checks, list) else [],
+             "unreachable": bool(audit.get("unreachable")), "error": None}
+    if not isinstance(checks, list):
+        entry["error"] = audit.get("msg") or "the audit did not run on this host"
+    return entry
+
+
 def host_summary(entry, fail_on):
     counts = dict((s, 0) for s in STATUS_ORDER)
     failing = []

@@ -1,0 +1,133 @@
+"""audit.yml on the demo fleet, driven through ansible-runner; assertions on events and reports."""
+import json
+import os
+import xml.etree.ElementTree as ET
+
+from conftest import DEMO_SNAPSHOTS, TOP, run_playbook, tree_digest
+
+FACTS_TASK = "Gather and evaluate every pvetune check in one read-only pass"
+
+
+def statuses(checks):
+    return dict((c["id"], c["status"]) for c in checks)
+
+
+def test_demo_fleet_audit(tmp_path, demo_digest):
+    reports = tmp_path / "reports"
+    run = run_playbook(tmp_path, "audit.yml", extravars={"pvetune_report_dir": str(reports)}, cmdline="--diff")
+    # Exit status: pve-gpu01 fails high-severity checks.
+    assert run.rc == 2, run.stdout[-2000:]
+    assert run.status == "failed"
+
+    # One read-only facts call per host, in check mode, nothing changed.
+    facts = run.results(FACTS_TASK)
+    assert sorted(e["host"] for e in facts) == ["pve-gpu01", "pve-gpu02", "pve-gpu03"]
+    for ev in facts:
+        assert ev["res"]["changed"] is False
+    stats = run.stats()
+    for host in ("pve-gpu01", "pve-gpu02", "pve-gpu03"):
+        assert stats["changed"].get(host, 0) in (0, 1)  # 1 = the controller-side report task (run_once)
+    changed_tasks = [e for e in run.events if e.get("event") == "runner_on_ok" and e["event_data"]["res"].get("changed")]
+    assert [e["event_data"]["task"] for e in changed_tasks] == ["Write audit.json, audit.html, junit.xml and summary.txt"]
+    failed = run.results(event="runner_on_failed")
+    assert [e["task"] for e in failed] == ["Fail the run when a host fails at or above the severity threshold"]
+
+    # The snapshot trees are byte-identical before and after.
+    assert tree_digest(DEMO_SNAPSHOTS) == demo_digest
+
+    by_host = dict((e["host"], statuses(e["res"]["results"])) for e in facts)
+    gpu01 = by_host["pve-gpu01"]
+    for cid in ("cpu.scaling_driver", "cpu.cstates", "kernel.numa_balancing", "pcie.mrrs", "kernel.version",
+                "boot.cmdline", "lxc.gpu_devices"):
+        assert gpu01[cid] == "fail", cid
+    assert "fail" not in by_host["pve-gpu02"].values()
+    assert "error" not in by_host["pve-gpu02"].values()
+    assert by_host["pve-gpu03"]["boot.cmdline"] == "pending"
+
+    # Reports: latest link, JSON schema basics, JUnit, HTML.
+    latest = reports / "latest"
+    assert latest.is_symlink()
+    doc = json.loads((latest / "audit.json").read_text())
+    assert doc["schema_version"] == 1
+    assert doc["summary"]["failed_hosts"] == ["pve-gpu01"]
+    host01 = [h for h in doc["hosts"] if h["host"] == "pve-gpu01"][0]
+    mrrs = [c for c in host01["checks"] if c["id"] == "pcie.mrrs"][0]
+    assert len(mrrs["items"]) == 8
+    for item in mrrs["items"]:
+        assert item["status"] == "fail" and "MaxReadReq 512" in item["current"]
+    for key in ("id", "status", "severity", "current", "expected", "reboot_required", "remediation", "evidence"):
+        assert key in mrrs
+    junit = ET.parse(str(latest / "junit.xml")).getroot()
+    cases = junit.findall(".//testcase")
+    assert len(cases) == 3 * 12
+    failures = [c for c in cases if c.find("failure") is not None]
+    assert {c.get("classname") for c in failures} == {"pve-gpu01"}
+    html = (latest / "audit.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "pve-gpu03" in html and "<script" not in html
+    assert "pve-gpu01" in (latest / "summary.txt").read_text()
+
+
+def test_check_mode_cannot_be_switched_off(tmp_path):
+    """Even asked for --diff and with check mode variables, the facts task runs in check mode."""
+    run = run_playbook(tmp_path, "audit.yml", limit="pve-gpu02",
+                       extravars={"pvetune_report_dir": str(tmp_path / "r"), "ansible_check_mode": False})
+    facts = run.results(FACTS_TASK)
+    assert len(facts) == 1
+    assert facts[0]["res"]["invocation"]["module_args"]["root"].endswith("pve-gpu02")
+    # pve-gpu02 passes every check: the run succeeds.
+    assert run.rc == 0, run.stdout[-2000:]
+
+
+def test_severity_threshold_decides_the_exit_status(tmp_path):
+    run = run_playbook(tmp_path, "audit.yml", limit="pve-gpu03",
+                       extravars={"pvetune_report_dir": str(tmp_path / "r")})
+    assert run.rc == 0  # pending is not failing
+    run = run_playbook(tmp_path, "audit.yml", limit="pve-gpu01",
+                       extravars={"pvetune_report_dir": str(tmp_path / "r2"), "pvetune_fail_on": "critical"})
+    assert run.rc == 2  # lxc.gpu_devices is critical
+    doc = json.loads((tmp_path / "r2" / "latest" / "audit.json").read_text())
+    assert doc["hosts"][0]["summary"]["failing"] == ["lxc.gpu_devices"]
+
+
+def test_unreachable_and_broken_hosts_are_reported_not_hidden(tmp_path):
+    inv = tmp_path / "inv.yml"
+    inv.write_text(
+        "all:\n  children:\n    gpu_hosts:\n      hosts:\n"
+        "        good:\n          ansible_connection: local\n"
+        "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+        "          pvetune_root: %s/pve-gpu02\n"
+        "        missing-root:\n          ansible_connection: local\n"
+        "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+        "          pvetune_root: /nonexistent/pvetune\n"
+        "        down:\n          ansible_host: 127.0.0.1\n          ansible_port: 9\n"
+        "          ansible_user: nobody\n" % DEMO_SNAPSHOTS)
+    run = run_playbook(tmp_path, "audit.yml", inventory=str(inv),
+                       extravars={"pvetune_report_dir": str(tmp_path / "r"), "ansible_become": False})
+    assert run.rc != 0
+    doc = json.loads((tmp_path / "r" / "latest" / "audit.json").read_text())
+    hosts = dict((h["host"], h) for h in doc["hosts"])
+    assert hosts["good"]["checks"] and not hosts["good"]["summary"]["failed"]
+    assert hosts["missing-root"]["error"] and "not a directory" in hosts["missing-root"]["error"]
+    assert hosts["down"]["reachable"] is False and hosts["down"]["summary"]["failed"]
+    assert set(doc["summary"]["failed_hosts"]) == {"missing-root", "down"}
+
+
+def test_collect_then_audit_the_snapshots_gives_the_same_results(tmp_path):
+    snaps = tmp_path / "snaps"
+    run = run_playbook(tmp_path, "collect.yml", extravars={"pvetune_snapshot_dir": str(snaps)})
+    assert run.rc == 0, run.stdout[-2000:]
+    assert (snaps / "inventory.yml").is_file()
+    for host in ("pve-gpu01", "pve-gpu02", "pve-gpu03"):
+        assert (snaps / (host + ".tar.gz")).is_file()
+        assert json.loads((snaps / host / ".pvetune" / "snapshot.json").read_text())["host"] == host
+    direct = run_playbook(tmp_path, "audit.yml", extravars={"pvetune_report_dir": str(tmp_path / "a")})
+    again = run_playbook(tmp_path, "audit.yml", inventory=str(snaps / "inventory.yml"),
+                         extravars={"pvetune_report_dir": str(tmp_path / "b")})
+    assert direct.rc == again.rc == 2
+
+    def table(path):
+        doc = json.loads((path / "latest" / "audit.json").read_text())
+        return dict((h["host"], [(c["id"], c["status"], c["current"]) for c in h["checks"]]) for h in doc["hosts"])
+
+    assert table(tmp_path / "a") == table(tmp_path / "b")
+    assert os.path.isdir(os.path.join(TOP, "demo", "snapshots", "pve-gpu01"))

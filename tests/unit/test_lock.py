@@ -1,0 +1,65 @@
+"""pvetune_lock: one fix run per host."""
+import json
+import time
+
+import pytest
+
+from modharness import run_module
+
+
+def lock(root, run_id, **kw):
+    args = {"root": str(root), "run_id": run_id}
+    args.update(kw)
+    return run_module("pvetune_lock", args)
+
+
+def test_second_run_is_refused_with_a_clear_message(tmp_path):
+    first = lock(tmp_path, "run-a", owner="op@ctl1")
+    assert first["changed"] is True
+    again = lock(tmp_path, "run-a")
+    assert again["changed"] is False and not again.get("failed")
+    other = lock(tmp_path, "run-b", owner="op@ctl2")
+    assert other["failed"] is True
+    assert "run-a" in other["msg"] and "op@ctl1" in other["msg"]
+    assert json.loads((tmp_path / "run/pvetune/fix.lock").read_text())["run_id"] == "run-a"
+
+
+def test_release_only_by_the_holder(tmp_path):
+    lock(tmp_path, "run-a")
+    res = lock(tmp_path, "run-b", state="absent")
+    assert res["changed"] is False
+    assert (tmp_path / "run/pvetune/fix.lock").exists()
+    res = lock(tmp_path, "run-a", state="absent")
+    assert res["changed"] is True
+    assert not (tmp_path / "run/pvetune/fix.lock").exists()
+    assert lock(tmp_path, "run-b")["changed"] is True
+
+
+def test_stale_lock_is_broken_only_when_asked(tmp_path):
+    path = tmp_path / "run/pvetune/fix.lock"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"run_id": "old", "owner": "x", "taken_at": time.time() - 100000}))
+    res = lock(tmp_path, "new")
+    assert res["failed"] and "stale" in res["msg"]
+    res = lock(tmp_path, "new", break_stale=True)
+    assert res["changed"] is True
+    assert json.loads(path.read_text())["run_id"] == "new"
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    res = run_module("pvetune_lock", {"root": str(tmp_path), "run_id": "r1"}, check_mode=True)
+    assert res["changed"] is True
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("kw", [
+    {"run_id": "a; reboot"}, {"run_id": "../x"}, {"run_id": "--force"}, {"run_id": "x" * 100},
+    {"run_id": "ok", "path": "/etc/passwd"}, {"run_id": "ok", "path": "/run/../etc/x"},
+    {"run_id": "ok", "owner": "a\nb"},
+])
+def test_bad_input_rejected(tmp_path, kw):
+    args = {"root": str(tmp_path)}
+    args.update(kw)
+    res = run_module("pvetune_lock", args)
+    assert res["failed"] is True
+    assert not (tmp_path / "run").exists()

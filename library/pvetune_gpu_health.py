@@ -1,0 +1,156 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: pvetune_gpu_health
+short_description: Check that the NVIDIA GPUs answer on a Proxmox VE host and inside its running GPU containers
+description:
+  - The gate of the fix playbook. Read-only; fails the task when any target fails.
+  - "Host: C(nvidia-smi -L) must list as many GPUs as the host has C(/dev/nvidiaN) nodes. Skipped, with the reason,
+    when nvidia-smi is not installed or no NVIDIA driver is loaded."
+  - "Each running CT that passes NVIDIA devices (or each of O(ctids)): C(pct exec <id> -- nvidia-smi -L) must list
+    as many GPUs as the CT gets C(/dev/nvidiaN) nodes (mount and devN entries whose node exists on the host);
+    skipped when the CT has no nvidia-smi. When the CT uses C(/dev/nvidia-uvm),
+    C(pct exec <id> -- dd if=/dev/nvidia-uvm of=/dev/null bs=1 count=0) must open it: nvidia-smi never opens
+    the uvm node, so it still works in a CT whose allow line names a stale uvm major, while CUDA fails there.
+    C(count=0) reads nothing. Stopped CTs are skipped."
+version_added: "0.1.0"
+author:
+  - pvetune contributors (@pvetune)
+options:
+  root:
+    description:
+      - Directory treated as C(/). With a root other than C(/) the commands are only taken from
+        C(<root>/.pvetune/bin/) (test stand-ins); a target whose command is not there is skipped.
+    type: path
+    default: /
+  ctids:
+    description:
+      - CT ids to check (integers or digit strings, 100-999999999); each must have a config on this node.
+      - Empty means every CT that passes NVIDIA devices.
+    type: list
+    elements: raw
+    default: []
+  host:
+    description: Check the host.
+    type: bool
+    default: true
+  cts:
+    description: Check the containers.
+    type: bool
+    default: true
+  uvm_probe:
+    description: Open C(/dev/nvidia-uvm) inside each running CT that uses it (see description).
+    type: bool
+    default: true
+notes:
+  - Supports check mode, and runs the same read-only commands in it (C(nvidia-smi -L), C(pct status),
+    C(pct exec ... nvidia-smi -L), C(pct exec ... dd ... count=0)), so a check-mode run gates like a real one.
+    It never reports C(changed).
+  - There is no per-command timeout; an nvidia-smi that hangs on a GPU in a bad state hangs the task
+    (use the task keyword C(timeout)).
+"""
+
+EXAMPLES = r"""
+- name: GPU health gate
+  pvetune_gpu_health:
+  register: pvetune_health
+"""
+
+RETURN = r"""
+targets:
+  description: One entry per target (the host, then each chosen CT).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    target:
+      description: C(host) or C(ct:<id>).
+      type: str
+    ctid:
+      description: CT id (null for the host).
+      type: int
+    status:
+      description: ok, skip or fail.
+      type: str
+    expected_gpus:
+      description: GPUs the target should list (null when unknown).
+      type: int
+    gpus:
+      description: GPUs nvidia-smi -L listed (index, name, uuid).
+      type: list
+      elements: dict
+    checks:
+      description: The individual checks (name, status, message, rc, output).
+      type: list
+      elements: dict
+    message:
+      description: Why the target has its status.
+      type: str
+    output:
+      description: Excerpt of the command output behind the status.
+      type: str
+  sample: [{"target": "ct:101", "status": "fail", "expected_gpus": 8,
+            "message": "CT 101 may not open /dev/nvidia-uvm: ...",
+            "output": "dd: failed to open '/dev/nvidia-uvm': Operation not permitted"}]
+failed_targets:
+  description: Targets that failed.
+  returned: always
+  type: list
+  elements: str
+summary:
+  description: Number of targets per status.
+  returned: always
+  type: dict
+  sample: {"ok": 2, "skip": 1, "fail": 0}
+skipped_commands:
+  description: Commands not run, with the reason.
+  returned: always
+  type: list
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.pvetune import health, lxcfix
+from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.runner import Runner
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "root": {"type": "path", "default": "/"},
+            "ctids": {"type": "list", "elements": "raw", "default": []},
+            "host": {"type": "bool", "default": True},
+            "cts": {"type": "bool", "default": True},
+            "uvm_probe": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        ctids = lxcfix.validate_ctids(p["ctids"])
+        fsroot = FsRoot(p["root"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    runner = Runner(fsroot, module.run_command)
+    try:
+        res = health.run_health(fsroot, runner, ctids, check_host_gpus=p["host"], check_cts=p["cts"],
+                                uvm_probe=p["uvm_probe"])
+    except (lxcfix.LxcFixError, FsError) as exc:
+        module.fail_json(msg=str(exc), changed=False)
+    result = dict(changed=False, **res)
+    if res["failed_targets"]:
+        details = ["%s: %s" % (t["target"], t["message"]) for t in res["targets"] if t["status"] == health.FAIL]
+        module.fail_json(msg="GPU health check failed: %s" % "; ".join(details), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

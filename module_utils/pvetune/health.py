@@ -1,0 +1,217 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU health gate: do the GPUs answer on the host and inside each running GPU container?
+
+Targets and checks (every command only reads):
+
+* host: ``nvidia-smi -L`` lists as many GPUs as the host has /dev/nvidiaN
+  nodes.  Skipped (with the reason) when nvidia-smi is not installed or no
+  NVIDIA driver is loaded (exit 9, "couldn't communicate with the NVIDIA driver").
+* each running CT that passes NVIDIA devices:
+  - ``pct exec <id> -- nvidia-smi -L`` lists as many GPUs as the CT gets
+    /dev/nvidiaN nodes (mount entries and devN entries whose node exists on the
+    host).  Skipped when the CT has no nvidia-smi (lxc-attach exit 127,
+    "Failed to exec"/"not found").
+  - ``pct exec <id> -- dd if=/dev/nvidia-uvm of=/dev/null bs=1 count=0`` when the
+    CT uses /dev/nvidia-uvm: opens the node CUDA needs (cuInit opens it; nvidia-smi
+    never does, so nvidia-smi works in a CT whose uvm allow line names a stale
+    major while CUDA fails).  "Operation not permitted" means the CT's device
+    cgroup does not allow the current uvm major: fail.  ``count=0`` reads nothing.
+  A stopped CT is skipped.
+
+A target fails when any of its checks fails; it is skipped when no check could
+run or a check was skipped and none failed.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible.module_utils.pvetune import lxcfix, lxcgpu
+from ansible.module_utils.pvetune.fsroot import FsError
+from ansible.module_utils.pvetune.runner import CommandUnavailable
+
+OK = "ok"
+SKIP = "skip"
+FAIL = "fail"
+EXCERPT = 600
+UVM_PROBE = ["dd", "if=/dev/nvidia-uvm", "of=/dev/null", "bs=1", "count=0"]
+_GPU_LINE = re.compile(r"^GPU\s+(\d+):\s+(.*?)\s+\(UUID:\s*(GPU-[0-9A-Za-z-]+)\)\s*$")
+_NO_DRIVER = "couldn't communicate with the nvidia driver"
+_NOT_FOUND = re.compile(r"failed to exec|not found|no such file or directory", re.I)
+
+
+def parse_smi_list(text):
+    """``nvidia-smi -L`` -> [{"index", "name", "uuid"}] (MIG device lines are not GPUs)."""
+    gpus = []
+    for line in (text or "").splitlines():
+        match = _GPU_LINE.match(line.strip())
+        if match:
+            gpus.append({"index": int(match.group(1)), "name": match.group(2), "uuid": match.group(3)})
+    return gpus
+
+
+def _excerpt(*texts):
+    text = "\n".join(t.strip() for t in texts if t and t.strip())
+    return text if len(text) <= EXCERPT else text[:EXCERPT] + "..."
+
+
+def _check(name, status, message, rc=None, output=""):
+    return {"name": name, "status": status, "message": message, "rc": rc, "output": output}
+
+
+def _target(name, ctid=None):
+    return {"target": name, "ctid": ctid, "status": SKIP, "expected_gpus": None, "gpus": [], "checks": [],
+            "message": "", "output": ""}
+
+
+def _finish(target):
+    statuses = [c["status"] for c in target["checks"]]
+    if FAIL in statuses:
+        target["status"] = FAIL
+    elif statuses and all(s == OK for s in statuses):
+        target["status"] = OK
+    else:
+        target["status"] = SKIP
+    chosen = [c for c in target["checks"] if c["status"] == target["status"]] or target["checks"]
+    target["message"] = "; ".join(c["message"] for c in chosen)
+    target["output"] = _excerpt(*[c["output"] for c in chosen])
+    return target
+
+
+def _count_check(name, rc, out, err, expected, where):
+    """A ``nvidia-smi -L`` result as a check; returns (check, gpus)."""
+    output = _excerpt(out, err)
+    if rc != 0:
+        return _check(name, FAIL, "nvidia-smi -L %s exited %d" % (where, rc), rc, output), []
+    gpus = parse_smi_list(out)
+    if expected is not None and len(gpus) != expected:
+        return _check(name, FAIL, "nvidia-smi -L %s lists %d GPU(s), expected %d" % (where, len(gpus), expected),
+                      rc, output), gpus
+    return _check(name, OK, "nvidia-smi -L %s lists %d GPU(s)" % (where, len(gpus)), rc, output), gpus
+
+
+def check_host(runner, host_nodes):
+    target = _target("host")
+    expected = None
+    if host_nodes is not None:
+        expected = len([n for n in host_nodes if n["type"] == "c" and re.match(r"^/dev/nvidia[0-9]+$", n["path"])])
+        expected = expected or None
+    target["expected_gpus"] = expected
+    try:
+        rc, out, err = runner.run("nvidia-smi", ["-L"])
+    except CommandUnavailable as exc:
+        target["checks"].append(_check("nvidia-smi", SKIP, "nvidia-smi not run: %s" % exc.reason))
+        return _finish(target)
+    if rc == 9 or _NO_DRIVER in (out + err).lower():
+        target["checks"].append(_check("nvidia-smi", SKIP, "no NVIDIA driver loaded (nvidia-smi exited %d)" % rc,
+                                       rc, _excerpt(out, err)))
+        return _finish(target)
+    check, gpus = _count_check("nvidia-smi", rc, out, err, expected, "on the host")
+    if check["status"] == FAIL and expected is not None and rc == 0:
+        check["message"] += " (/dev has %d /dev/nvidiaN nodes)" % expected
+    target["checks"].append(check)
+    target["gpus"] = gpus
+    return _finish(target)
+
+
+def check_ct(runner, ctid, ct, host_nodes, uvm_probe=True):
+    target = _target("ct:%d" % ctid, ctid)
+    expected = len(lxcfix.gpu_nodes_of(ct, host_nodes))
+    target["expected_gpus"] = expected or None
+    try:
+        status, error = lxcfix.ct_status(runner, ctid)
+    except CommandUnavailable as exc:
+        target["checks"].append(_check("pct status", SKIP, "pct not run: %s" % exc.reason))
+        return _finish(target)
+    if error:
+        target["checks"].append(_check("pct status", FAIL, error))
+        return _finish(target)
+    if status != "running":
+        target["checks"].append(_check("pct status", SKIP, "CT %d is %s" % (ctid, status)))
+        return _finish(target)
+    rc, out, err = runner.run("pct", ["exec", str(ctid), "--", "nvidia-smi", "-L"])
+    if rc == 127 or (rc != 0 and _NOT_FOUND.search(err or "") and "nvidia-smi" in (err or "")):
+        target["checks"].append(_check("nvidia-smi", SKIP, "the CT has no nvidia-smi (exit %d)" % rc, rc,
+                                       _excerpt(out, err)))
+    elif rc == 9 or _NO_DRIVER in (out + err).lower():
+        target["checks"].append(_check("nvidia-smi", FAIL, "nvidia-smi in the CT cannot reach the NVIDIA driver "
+                                       "(exit %d): /dev/nvidiactl missing in the CT, or no driver on the host" % rc,
+                                       rc, _excerpt(out, err)))
+    else:
+        check, gpus = _count_check("nvidia-smi", rc, out, err, target["expected_gpus"], "in CT %d" % ctid)
+        if check["status"] == FAIL and "Unknown Error" in out + err:
+            check["message"] += " (NVML 'Unknown Error': the CT's device cgroup denies an NVIDIA node)"
+        target["checks"].append(check)
+        target["gpus"] = gpus
+    if uvm_probe and lxcfix.uses_node(ct, lxcfix.UVM_NODE):
+        rc, out, err = runner.run("pct", ["exec", str(ctid), "--"] + UVM_PROBE)
+        output = _excerpt(out, err)
+        if rc == 0:
+            target["checks"].append(_check("nvidia-uvm", OK, "/dev/nvidia-uvm opens in CT %d" % ctid, rc, output))
+        elif "operation not permitted" in (err + out).lower():
+            target["checks"].append(_check(
+                "nvidia-uvm", FAIL, "CT %d may not open /dev/nvidia-uvm: its device cgroup does not allow the "
+                "current nvidia-uvm major (stale allow line, or started before the fix); CUDA fails there "
+                "(cuInit: CUDA_ERROR_UNKNOWN)" % ctid, rc, output))
+        elif rc == 127:
+            target["checks"].append(_check("nvidia-uvm", SKIP, "the CT has no dd to open /dev/nvidia-uvm", rc,
+                                           output))
+        else:
+            target["checks"].append(_check("nvidia-uvm", FAIL, "opening /dev/nvidia-uvm in CT %d failed (exit %d)"
+                                           % (ctid, rc), rc, output))
+    return _finish(target)
+
+
+def run_health(fsroot, runner, ctids=(), check_host_gpus=True, check_cts=True, uvm_probe=True):
+    """All targets; returns {"targets", "failed_targets", "summary", "skipped_commands"}.  Raises LxcFixError/FsError
+    only for a requested CT without a config or an unreadable /etc/pve."""
+    result = {"targets": [], "failed_targets": [], "summary": {OK: 0, SKIP: 0, FAIL: 0}, "skipped_commands": []}
+    nodes, source = lxcgpu.stat_dev_nodes(fsroot)
+    host_nodes = None if source == lxcgpu.SOURCE_NONE else nodes
+    if check_host_gpus:
+        result["targets"].append(check_host(runner, host_nodes))
+    if check_cts:
+        cts = []
+        if ctids or fsroot.exists(lxcfix.LXC_LINK):
+            base = lxcfix.ct_config_dir(fsroot)
+            available = lxcfix.list_cts(fsroot, base)
+            missing = [c for c in ctids if c not in available]
+            if missing:
+                raise lxcfix.LxcFixError("no config for CT %s in %s" % (", ".join(str(c) for c in missing), base))
+            for ctid in ctids or sorted(available):
+                try:
+                    ct = lxcgpu.parse_ct_config(fsroot.read_bytes(available[ctid]), available[ctid])
+                except FsError as exc:
+                    target = _target("ct:%d" % ctid, ctid)
+                    target["checks"].append(_check("config", FAIL, "cannot read %s: %s" % (exc.path, exc.reason)))
+                    result["targets"].append(_finish(target))
+                    continue
+                if ctids or lxcfix.passes_nvidia(ct):
+                    cts.append((ctid, ct))
+        pct_missing = None
+        for ctid, ct in cts:
+            if pct_missing:
+                target = _target("ct:%d" % ctid, ctid)
+                target["checks"].append(_check("pct", SKIP, "pct not run: %s" % pct_missing))
+                result["targets"].append(_finish(target))
+                continue
+            target = check_ct(runner, ctid, ct, host_nodes, uvm_probe)
+            for check in target["checks"]:
+                if check["name"] == "pct status" and check["message"].startswith("pct not run: "):
+                    pct_missing = check["message"][len("pct not run: "):]
+                    result["skipped_commands"].append({"command": "pct", "reason": pct_missing})
+            result["targets"].append(target)
+    for target in result["targets"]:
+        result["summary"][target["status"]] += 1
+        if target["status"] == FAIL:
+            result["failed_targets"].append(target["target"])
+    for target in result["targets"]:
+        for check in target["checks"]:
+            if check["status"] == SKIP and check["message"].startswith("nvidia-smi not run: "):
+                result["skipped_commands"].append({"command": "nvidia-smi -L",
+                                                   "reason": check["message"][len("nvidia-smi not run: "):]})
+    return result

@@ -141,7 +141,8 @@ def main():
                 holder=holder)
     new = {"run_id": p["run_id"], "owner": p["owner"], "taken_at": now, "pid_note": "held across tasks, not a pid"}
     if module.check_mode:
-        module.exit_json(changed=True, holder=new)
+        # Nothing is taken in check mode: say what would happen, report no change.
+        module.exit_json(changed=False, holder=new, msg="check mode: the lock would be taken")
     directory = os.path.dirname(real)
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)

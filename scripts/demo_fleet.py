@@ -32,6 +32,9 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 import conftest  # noqa: E402,F401  (makes ansible.module_utils.pvetune importable)
 
+from ansible.module_utils.pvetune import lxcfix, runtime  # noqa: E402
+from ansible.module_utils.pvetune.fileops import ChangeSet  # noqa: E402
+from ansible.module_utils.pvetune.fsroot import FsRoot  # noqa: E402
 from ansible.module_utils.pvetune.pci import build_config  # noqa: E402
 
 DEFAULT_OUT = os.path.join(TOP, "demo", "snapshots")
@@ -539,6 +542,34 @@ def ct_config_devn(ctid, hostname):
     ]) + "\n"
 
 
+# What fix.yml's boot.yml passes to pvetune_runtime with the demo policy (roles/pvetune_fix/tasks/boot.yml).
+FIXED_RUNTIME_CONFIGS = {
+    "cpufreq": {"amd_pstate_mode": "active", "governor": "performance", "epp": "performance"},
+    "pcie-mrrs": {"mrrs": 4096, "vendor": "0x10de", "class_prefix": "0x03", "bdfs": []},
+    "lxc-gpu": {"ctids": [], "cgroup_version": "auto", "wait_seconds": 60},
+}
+FIX_RUN_ID = "20261118T140000Z"
+
+
+def write_fixed_runtime(t):
+    """What pvetune_runtime installs (library, helper, settings, enabled units), as on a fixed host."""
+    plan = ChangeSet(FsRoot(t.root), check_mode=True, run_id=FIX_RUN_ID)
+    runtime.plan_install(plan, list(runtime.SUBCOMMANDS), FIXED_RUNTIME_CONFIGS)
+    for item in plan.files:
+        if item.get("link") is not None:
+            t.link(item["path"], item["link"])
+        else:
+            t.write(item["path"], item["after"], item["mode"] or 0o644)
+
+
+def write_state_file(t, spec):
+    majors = {"nvidia": 195, "nvidia-uvm": spec["uvm_major"], "nvidia-caps": spec["caps_major"],
+              "nvidia-nvlink": spec["nvlink_major"], "nvidia-caps-imex-channels": 506}
+    state, _changed = lxcfix.updated_state(lxcfix.empty_state(), majors, FIX_RUN_ID, "fix",
+                                           now="2026-11-18T14:00:00Z")
+    t.write(lxcfix.STATE_FILE, lxcfix.render_state(state))
+
+
 def write_host(t, host, spec):
     t.write("/.pvetune/snapshot.json", json.dumps({
         "host": host, "collected_at": COLLECTED_AT, "collector": "scripts/demo_fleet.py",
@@ -604,6 +635,8 @@ def write_host(t, host, spec):
     t.write("/etc/pve/nodes/%s/lxc/102.conf" % host, ct_config_plain(102, "monitoring"))
     if spec["state"] == "after":
         t.write("/etc/pve/nodes/%s/lxc/103.conf" % host, ct_config_devn(103, "jupyter"))
+        write_fixed_runtime(t)
+        write_state_file(t, spec)
 
 
 def generate(out, hosts):

@@ -101,6 +101,19 @@ class ChangeSet:
         self.files.append({"path": host_path, "before": before, "after": new_data, "mode": mode, "remove": False})
         return True
 
+    def plan_symlink(self, host_path, target):
+        """Plan ``host_path`` to be a symlink to ``target``; returns True if that is a change."""
+        real = self.fsroot.path(host_path, follow_last=False)
+        current = os.readlink(real) if os.path.islink(real) else None
+        if current == target:
+            return False
+        if current is None and os.path.lexists(real):
+            raise ChangeError("%s exists and is not a symlink; not replacing it" % host_path)
+        self.files.append({"path": host_path, "before": None if current is None else ("-> " + current).encode(),
+                           "after": ("-> " + target).encode(), "mode": None, "remove": False, "link": target,
+                           "link_before": current})
+        return True
+
     def plan_remove(self, host_path):
         before = self.read(host_path)
         if before is None:
@@ -127,6 +140,11 @@ class ChangeSet:
         """Ansible diff entries, one per file and one for all runtime values."""
         out = []
         for item in self.files:
+            if item.get("link") is not None:
+                out.append({"before_header": item["path"], "after_header": item["path"],
+                            "before": "symlink -> %s\n" % item["link_before"] if item["link_before"] else "",
+                            "after": "symlink -> %s\n" % item["link"]})
+                continue
             out.append({
                 "before_header": item["path"] + ("" if item["before"] is not None else " (absent)"),
                 "after_header": item["path"] + (" (removed)" if item["remove"] else ""),
@@ -145,7 +163,8 @@ class ChangeSet:
     def summary(self):
         return {
             "files": [{"path": f["path"], "action": "remove" if f["remove"] else
-                       ("create" if f["before"] is None else "update")} for f in self.files],
+                       ("create" if f["before"] is None else "update")
+                       + (" symlink" if f.get("link") is not None else "")} for f in self.files],
             "runtime": [{"key": r["key"], "before": r["before"], "after": r["after"]} for r in self.runtime],
         }
 
@@ -209,6 +228,9 @@ class ChangeSet:
         manifest = self.load_manifest()
         try:
             for item in self.files:
+                if item.get("link") is not None:
+                    self._apply_symlink(manifest, item)
+                    continue
                 entry = self._keep_original(manifest, item)
                 if item["before"] is not None:
                     backup = self._state_path("runs", self.run_id, item["path"].lstrip("/"))
@@ -234,12 +256,32 @@ class ChangeSet:
             self.save_manifest(manifest)
         return [entry[0] for entry in self.written]
 
+    def _apply_symlink(self, manifest, item):
+        entry = manifest["files"].get(item["path"])
+        if entry is None:
+            entry = {"existed": item["link_before"] is not None, "symlink": True,
+                     "original_target": item["link_before"], "first_run": self.run_id}
+            manifest["files"][item["path"]] = entry
+        real = self.fsroot.path(item["path"], follow_last=False)
+        _makedirs(os.path.dirname(real))
+        tmp = os.path.join(os.path.dirname(real), ".%s.pvetune-tmp" % os.path.basename(real))
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(item["link"], tmp)
+        os.rename(tmp, real)
+        self.written.append((item["path"], None if item["link_before"] is None else ("link", item["link_before"])))
+        entry["written_target"] = item["link"]
+        entry["last_run"] = self.run_id
+
     def restore_run(self):
         """Undo this ChangeSet's file writes (newest first); returns restored paths."""
         restored = []
         for path, before in reversed(self.written):
-            real = self.fsroot.path(path)
-            if before is None:
+            real = self.fsroot.path(path, follow_last=False)
+            if isinstance(before, tuple):
+                os.unlink(real)
+                os.symlink(before[1], real)
+            elif before is None:
                 if os.path.lexists(real):
                     os.unlink(real)
             elif is_pmxcfs(path):

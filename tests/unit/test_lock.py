@@ -48,7 +48,7 @@ def test_stale_lock_is_broken_only_when_asked(tmp_path):
 
 def test_check_mode_writes_nothing(tmp_path):
     res = run_module("pvetune_lock", {"root": str(tmp_path), "run_id": "r1"}, check_mode=True)
-    assert res["changed"] is True
+    assert res["changed"] is False and "would be taken" in res["msg"]
     assert not (tmp_path / "run").exists()
 
 

@@ -1,0 +1,1 @@
+# pvetune runtime library namespace (installed by fix.yml; rollback.yml removes it)

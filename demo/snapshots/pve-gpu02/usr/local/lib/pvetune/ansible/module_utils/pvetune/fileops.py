@@ -1,0 +1,380 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Planned, backed-up, check-mode-safe file and runtime changes.
+
+Every fix module plans its changes on a ``ChangeSet`` and then calls
+``apply()``.  In check mode ``apply()`` writes nothing; the planned diffs are
+what the module reports.  Otherwise, for every file:
+
+* the first time pvetune ever touches a path, its original bytes (or the fact
+  that it did not exist) are kept under ``<state>/originals/`` and recorded in
+  ``<state>/manifest.json``; rollback restores exactly that;
+* every run also keeps a per-run backup under ``<state>/runs/<run_id>/``;
+* files under /etc/pve (the Proxmox cluster filesystem, where rename-over,
+  chmod and chown fail) are written in place: open, write, truncate, fsync;
+  everything else is written to a temporary file in the same directory and
+  renamed over the original, keeping its mode and owner.
+
+``restore_run()`` puts back the files this ChangeSet wrote (used when a
+follow-up command such as update-grub fails).  The state directory defaults to
+/var/lib/pvetune on the host (inside the root).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+import errno
+import hashlib
+import json
+import os
+import re
+
+from ansible.module_utils.pvetune.fsroot import FsError
+
+STATE_DIR = "/var/lib/pvetune"
+PMXCFS_PREFIX = "/etc/pve/"
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MANIFEST_VERSION = 1
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest() if data is not None else None
+
+
+def new_run_id():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def validate_run_id(run_id):
+    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+        raise ValueError("run_id must match %s" % RUN_ID.pattern)
+    return run_id
+
+
+def is_pmxcfs(host_path):
+    return host_path.startswith(PMXCFS_PREFIX)
+
+
+def _text(data):
+    if data is None:
+        return ""
+    return data.decode("utf-8", "replace")
+
+
+class ChangeError(Exception):
+    pass
+
+
+class ChangeSet:
+    """Changes one module run makes, applied together."""
+
+    def __init__(self, fsroot, check_mode=False, run_id=None, state_dir=STATE_DIR):
+        self.fsroot = fsroot
+        self.check_mode = check_mode
+        self.run_id = validate_run_id(run_id or new_run_id())
+        self.state_dir = state_dir
+        self.files = []  # dicts: path, before, after, mode, remove
+        self.runtime = []  # dicts: key, path, before, after
+        self.written = []  # (path, before bytes or None) actually written by apply()
+        self.applied = False
+
+    # -- planning -----------------------------------------------------------
+    def read(self, host_path):
+        """Current bytes of a host path, or None when it does not exist."""
+        try:
+            return self.fsroot.read_bytes(host_path)
+        except FsError as exc:
+            if exc.reason == os.strerror(errno.ENOENT):
+                return None
+            raise
+
+    def plan_file(self, host_path, new_data, mode=0o644):
+        """Plan ``host_path`` to contain ``new_data``; returns True if that is a change."""
+        if isinstance(new_data, str):
+            new_data = new_data.encode("utf-8")
+        before = self.read(host_path)
+        if before == new_data:
+            return False
+        self.files.append({"path": host_path, "before": before, "after": new_data, "mode": mode, "remove": False})
+        return True
+
+    def plan_symlink(self, host_path, target):
+        """Plan ``host_path`` to be a symlink to ``target``; returns True if that is a change."""
+        real = self.fsroot.path(host_path, follow_last=False)
+        current = os.readlink(real) if os.path.islink(real) else None
+        if current == target:
+            return False
+        if current is None and os.path.lexists(real):
+            raise ChangeError("%s exists and is not a symlink; not replacing it" % host_path)
+        self.files.append({"path": host_path, "before": None if current is None else ("-> " + current).encode(),
+                           "after": ("-> " + target).encode(), "mode": None, "remove": False, "link": target,
+                           "link_before": current})
+        return True
+
+    def plan_remove(self, host_path):
+        before = self.read(host_path)
+        if before is None:
+            return False
+        self.files.append({"path": host_path, "before": before, "after": None, "mode": None, "remove": True})
+        return True
+
+    def plan_runtime(self, key, host_path, before, after):
+        """Record a runtime (sysfs/procfs/register) change the caller performs itself."""
+        if before == after:
+            return False
+        self.runtime.append({"key": key, "path": host_path, "before": before, "after": after})
+        return True
+
+    def planned_view(self):
+        """A read-only FsRoot-like view in which the planned files already have their new content."""
+        return PlannedView(self.fsroot, dict((f["path"], f["after"]) for f in self.files))
+
+    @property
+    def changed(self):
+        return bool(self.files or self.runtime)
+
+    def diffs(self):
+        """Ansible diff entries, one per file and one for all runtime values."""
+        out = []
+        for item in self.files:
+            if item.get("link") is not None:
+                out.append({"before_header": item["path"], "after_header": item["path"],
+                            "before": "symlink -> %s\n" % item["link_before"] if item["link_before"] else "",
+                            "after": "symlink -> %s\n" % item["link"]})
+                continue
+            out.append({
+                "before_header": item["path"] + ("" if item["before"] is not None else " (absent)"),
+                "after_header": item["path"] + (" (removed)" if item["remove"] else ""),
+                "before": _text(item["before"]),
+                "after": _text(item["after"]),
+            })
+        if self.runtime:
+            out.append({
+                "before_header": "runtime values",
+                "after_header": "runtime values",
+                "before": "".join("%s = %s\n" % (r["key"], r["before"]) for r in self.runtime),
+                "after": "".join("%s = %s\n" % (r["key"], r["after"]) for r in self.runtime),
+            })
+        return out
+
+    def summary(self):
+        return {
+            "files": [{"path": f["path"], "action": "remove" if f["remove"] else
+                       ("create" if f["before"] is None else "update")
+                       + (" symlink" if f.get("link") is not None else "")} for f in self.files],
+            "runtime": [{"key": r["key"], "before": r["before"], "after": r["after"]} for r in self.runtime],
+        }
+
+    # -- state ----------------------------------------------------------------
+    def _state_path(self, *parts):
+        return self.fsroot.path(os.path.join(self.state_dir, *parts))
+
+    def load_manifest(self):
+        path = self._state_path("manifest.json")
+        if not os.path.exists(path):
+            return {"version": MANIFEST_VERSION, "files": {}, "runtime": {}}
+        with open(path, "rb") as handle:
+            try:
+                data = json.loads(handle.read().decode("utf-8"))
+            except ValueError as exc:
+                raise ChangeError("%s/manifest.json is corrupt (%s); refusing to write without knowing what "
+                                  "pvetune changed before" % (self.state_dir, exc))
+        data.setdefault("files", {})
+        data.setdefault("runtime", {})
+        return data
+
+    def save_manifest(self, manifest):
+        path = self._state_path("manifest.json")
+        _makedirs(os.path.dirname(path))
+        _atomic_write(path, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o600)
+
+    def _keep_original(self, manifest, item):
+        entry = manifest["files"].get(item["path"])
+        if entry is not None:
+            return entry
+        entry = {"existed": item["before"] is not None, "original_sha256": sha256(item["before"]),
+                 "first_run": self.run_id}
+        if item["before"] is not None:
+            rel = item["path"].lstrip("/")
+            dest = self._state_path("originals", rel)
+            _makedirs(os.path.dirname(dest))
+            _atomic_write(dest, item["before"], 0o600)
+            entry["original"] = os.path.join(self.state_dir, "originals", rel)
+            st = self._stat(item["path"])
+            if st is not None:
+                entry["mode"] = st.st_mode & 0o7777
+                entry["uid"] = st.st_uid
+                entry["gid"] = st.st_gid
+        manifest["files"][item["path"]] = entry
+        return entry
+
+    def _stat(self, host_path):
+        try:
+            return os.stat(self.fsroot.path(host_path))
+        except OSError:
+            return None
+
+    # -- applying -------------------------------------------------------------
+    def apply(self):
+        """Write every planned file (nothing in check mode); returns the written paths."""
+        if self.check_mode or self.applied:
+            return []
+        self.applied = True
+        if not self.files and not self.runtime:
+            return []
+        manifest = self.load_manifest()
+        try:
+            for item in self.files:
+                if item.get("link") is not None:
+                    self._apply_symlink(manifest, item)
+                    continue
+                entry = self._keep_original(manifest, item)
+                if item["before"] is not None:
+                    backup = self._state_path("runs", self.run_id, item["path"].lstrip("/"))
+                    _makedirs(os.path.dirname(backup))
+                    _atomic_write(backup, item["before"], 0o600)
+                real = self.fsroot.path(item["path"])
+                if item["remove"]:
+                    os.unlink(real)
+                else:
+                    _makedirs(os.path.dirname(real))
+                    if is_pmxcfs(item["path"]):
+                        _inplace_write(real, item["after"])
+                    else:
+                        _atomic_write(real, item["after"], item["mode"] if item["before"] is None else None)
+                self.written.append((item["path"], item["before"]))
+                entry["written_sha256"] = sha256(item["after"])
+                entry["last_run"] = self.run_id
+            for rt in self.runtime:
+                manifest["runtime"].setdefault(rt["key"], {"path": rt["path"], "original": rt["before"],
+                                                           "first_run": self.run_id})
+                manifest["runtime"][rt["key"]]["last"] = rt["after"]
+        finally:
+            self.save_manifest(manifest)
+        return [entry[0] for entry in self.written]
+
+    def _apply_symlink(self, manifest, item):
+        entry = manifest["files"].get(item["path"])
+        if entry is None:
+            entry = {"existed": item["link_before"] is not None, "symlink": True,
+                     "original_target": item["link_before"], "first_run": self.run_id}
+            manifest["files"][item["path"]] = entry
+        real = self.fsroot.path(item["path"], follow_last=False)
+        _makedirs(os.path.dirname(real))
+        tmp = os.path.join(os.path.dirname(real), ".%s.pvetune-tmp" % os.path.basename(real))
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(item["link"], tmp)
+        os.rename(tmp, real)
+        self.written.append((item["path"], None if item["link_before"] is None else ("link", item["link_before"])))
+        entry["written_target"] = item["link"]
+        entry["last_run"] = self.run_id
+
+    def restore_run(self):
+        """Undo this ChangeSet's file writes (newest first); returns restored paths."""
+        restored = []
+        for path, before in reversed(self.written):
+            real = self.fsroot.path(path, follow_last=False)
+            if isinstance(before, tuple):
+                os.unlink(real)
+                os.symlink(before[1], real)
+            elif before is None:
+                if os.path.lexists(real):
+                    os.unlink(real)
+            elif is_pmxcfs(path):
+                _inplace_write(real, before)
+            else:
+                _atomic_write(real, before, None)
+            restored.append(path)
+        self.written = []
+        return restored
+
+
+class PlannedView:
+    """Reads through an FsRoot, but planned files show their planned content (None = removed)."""
+
+    def __init__(self, fsroot, planned):
+        self._fsroot = fsroot
+        self._planned = planned
+
+    def listdir(self, host_path):
+        names = set(self._fsroot.listdir(host_path))
+        for path, data in self._planned.items():
+            if os.path.dirname(path) == host_path.rstrip("/"):
+                if data is None:
+                    names.discard(os.path.basename(path))
+                else:
+                    names.add(os.path.basename(path))
+        return sorted(names)
+
+    def isfile(self, host_path):
+        if host_path in self._planned:
+            return self._planned[host_path] is not None
+        return self._fsroot.isfile(host_path)
+
+    def read_text(self, host_path, limit=None, errors="replace"):
+        if host_path in self._planned:
+            return (self._planned[host_path] or b"").decode("utf-8", errors)
+        return self._fsroot.read_text(host_path, limit, errors)
+
+
+    def read_value(self, host_path):
+        return self.read_text(host_path).strip()
+
+    def exists(self, host_path):
+        if host_path in self._planned:
+            return self._planned[host_path] is not None
+        return self._fsroot.exists(host_path)
+
+    def isdir(self, host_path):
+        return self._fsroot.isdir(host_path)
+
+
+def _makedirs(path):
+    if not os.path.isdir(path):
+        os.makedirs(path, 0o755)
+
+
+def _atomic_write(real, data, mode):
+    """Write via a temporary file in the same directory and rename it over ``real``."""
+    directory, name = os.path.split(real)
+    tmp = os.path.join(directory, ".%s.pvetune-tmp" % name)
+    existing = None
+    try:
+        existing = os.stat(real)
+    except OSError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if existing is not None:
+            os.chmod(tmp, existing.st_mode & 0o7777)
+            try:
+                os.chown(tmp, existing.st_uid, existing.st_gid)
+            except OSError:
+                pass
+        else:
+            os.chmod(tmp, mode if mode is not None else 0o644)
+        os.rename(tmp, real)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _inplace_write(real, data):
+    """Write without rename/chmod/chown (the Proxmox cluster filesystem refuses them)."""
+    flags = os.O_RDWR | os.O_CREAT
+    fd = os.open(real, flags, 0o640)
+    with os.fdopen(fd, "r+b") as handle:
+        handle.seek(0)
+        handle.write(data)
+        handle.truncate()
+        handle.flush()
+        os.fsync(handle.fileno())

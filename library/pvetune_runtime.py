@@ -1,0 +1,162 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: pvetune_runtime
+short_description: Install pvetune's boot-time re-application (library, helper, settings, units)
+description:
+  - Installs what makes pvetune's runtime fixes survive a reboot, in one call - the runtime library (the
+    module_utils/pvetune code this module itself carries, so the boot helper runs exactly the code the modules
+    ran), C(/usr/local/sbin/pvetune-boot), C(/etc/pvetune/<subcommand>.json) with the settings to re-apply, and
+    one oneshot unit per subcommand ordered before C(pve-guests.service), enabled through the
+    C(multi-user.target.wants) link that C(systemctl enable) creates.
+  - Every file is planned on pvetune's change set, so it is backed up, recorded in the manifest and removed by
+    rollback.yml. On a live host (root C(/)) C(systemctl daemon-reload) runs when a unit changed.
+  - Only the listed subcommands are installed; units of other subcommands are left alone.
+version_added: "0.1.0"
+author:
+  - pvetune contributors (@pvetune)
+options:
+  root:
+    description: Directory treated as C(/).
+    type: path
+    default: /
+  run_id:
+    description: Identifier of the fix run (names the per-run backup directory).
+    type: str
+  subcommands:
+    description: Which boot-time re-applications to install.
+    type: list
+    elements: str
+    choices: [cpufreq, pcie-mrrs, lxc-gpu]
+    required: true
+  configs:
+    description:
+      - Settings per subcommand, written as C(/etc/pvetune/<subcommand>.json).
+      - C(cpufreq) takes C(amd_pstate_mode), C(governor), C(epp); C(pcie-mrrs) takes C(mrrs), C(vendor),
+        C(class_prefix), C(bdfs); C(lxc-gpu) takes C(ctids), C(cgroup_version), C(wait_seconds).
+      - Each is validated the way the boot helper will read it.
+    type: dict
+    required: true
+  enable:
+    description: Enable the units (create the C(multi-user.target.wants) links).
+    type: bool
+    default: true
+notes:
+  - Supports check mode and diff mode.
+"""
+
+EXAMPLES = r"""
+- name: Re-apply MaxReadReq and the CT device entries at boot
+  pvetune_runtime:
+    subcommands: [pcie-mrrs, lxc-gpu]
+    configs:
+      pcie-mrrs: {mrrs: 4096, vendor: "0x10de", class_prefix: "0x03", bdfs: []}
+      lxc-gpu: {ctids: [], cgroup_version: auto, wait_seconds: 60}
+"""
+
+RETURN = r"""
+paths:
+  description: Every host path this call manages.
+  returned: always
+  type: list
+  elements: str
+changes:
+  description: Planned or applied file changes.
+  returned: always
+  type: dict
+reboot_required:
+  description: Always false.
+  returned: always
+  type: bool
+skipped_commands:
+  description: Commands not run (for example systemctl daemon-reload for a tree without a stand-in), with why.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.pvetune import runtime
+from ansible.module_utils.pvetune.fileops import ChangeError, ChangeSet
+from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.runner import CommandUnavailable, Runner
+
+# The runtime library is read from this module's own payload: import every file of it here so that
+# Ansible ships them with the module.
+from ansible.module_utils.pvetune import (  # noqa: F401  pylint: disable=unused-import
+    bootmain, cpufreq, fileops, hostinfo, lxcfix, lxcgpu, pci, pciefix, runner,
+)
+from ansible.module_utils.pvetune import fsroot as _fsroot  # noqa: F401  pylint: disable=unused-import
+
+
+VALIDATORS = {
+    "cpufreq": cpufreq.validate_config,
+    "pcie-mrrs": pciefix.validate_config,
+    "lxc-gpu": lxcfix.validate_boot_config,
+}
+
+
+def validate_configs(configs, subcommands):
+    """Each subcommand's settings, checked by the same validator the boot helper uses."""
+    out = {}
+    for sub in subcommands:
+        conf = configs.get(sub)
+        try:
+            VALIDATORS[sub](conf)
+        except (ValueError, TypeError, lxcfix.LxcFixError) as exc:
+            raise ValueError("configs.%s: %s" % (sub, exc))
+        out[sub] = conf
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            root=dict(type="path", default="/"),
+            run_id=dict(type="str"),
+            subcommands=dict(type="list", elements="str", required=True, choices=list(runtime.SUBCOMMANDS)),
+            configs=dict(type="dict", required=True),
+            enable=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        fsroot = FsRoot(p["root"])
+        changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=p["run_id"])
+        configs = validate_configs(p["configs"], p["subcommands"])
+        paths = runtime.plan_install(changes, p["subcommands"], configs, root=fsroot.root, enable=p["enable"])
+    except (ValueError, IOError, OSError, FsError, ChangeError) as exc:
+        module.fail_json(msg=str(exc))
+    skipped = []
+    units_changed = any(f["path"].startswith(runtime.UNIT_DIR) for f in changes.files)
+    if not module.check_mode:
+        try:
+            changes.apply()
+        except (OSError, IOError, FsError, ChangeError) as exc:
+            module.fail_json(msg="installing failed: %s" % exc, changes=changes.summary())
+        if units_changed:
+            run = Runner(fsroot, module.run_command)
+            try:
+                rc, out, err = run.run("systemctl", ["daemon-reload"])
+                if rc != 0:
+                    module.fail_json(msg="systemctl daemon-reload failed: %s" % (err or out).strip())
+            except CommandUnavailable as exc:
+                skipped.append({"command": "systemctl daemon-reload", "reason": exc.reason})
+    result = dict(changed=changes.changed, paths=paths, changes=changes.summary(), reboot_required=False,
+                  skipped_commands=skipped)
+    if module._diff:
+        result["diff"] = changes.diffs()
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

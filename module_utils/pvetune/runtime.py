@@ -1,0 +1,165 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What pvetune installs on a host so its fixes survive a reboot.
+
+* the runtime library: the module_utils/pvetune files the boot helper needs, taken
+  from the running module's own payload (the code that runs at boot is exactly the
+  code the modules ran), under /usr/local/lib/pvetune/ansible/module_utils/pvetune/;
+* /usr/local/sbin/pvetune-boot, a stub that runs bootmain.main() from that library;
+* /etc/pvetune/<subcommand>.json, the settings the helper re-applies;
+* one oneshot unit per subcommand, ordered before pve-guests.service, enabled with
+  the multi-user.target.wants link that `systemctl enable` would create.
+
+Everything is planned on a ChangeSet, so it is recorded in the manifest and
+rollback removes it again.  ``render_unit`` is also used by the demo generator.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import pkgutil
+
+LIB_DIR = "/usr/local/lib/pvetune"
+HELPER = "/usr/local/sbin/pvetune-boot"
+UNIT_DIR = "/etc/systemd/system"
+WANTS_DIR = "/etc/systemd/system/multi-user.target.wants"
+CONFIG_DIR = "/etc/pvetune"
+PACKAGE = "ansible.module_utils.pvetune"
+
+# The modules the boot helper imports, directly or indirectly.
+RUNTIME_MODULES = ("__init__", "bootmain", "fsroot", "runner", "fileops", "hostinfo", "pci", "pciefix",
+                   "cpufreq", "lxcgpu", "lxcfix")
+
+SUBCOMMANDS = ("cpufreq", "pcie-mrrs", "lxc-gpu")
+
+HELPER_STUB = """#!/usr/bin/python3
+# Installed by pvetune (fix.yml); rollback.yml removes it. Runs the pvetune runtime library
+# installed next to it (../lib/pvetune): see `pvetune-boot --help`.
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib", "pvetune"))
+from ansible.module_utils.pvetune.bootmain import main  # noqa: E402
+
+sys.exit(main())
+"""
+
+NAMESPACE_INIT = "# pvetune runtime library namespace (installed by fix.yml; rollback.yml removes it)\n"
+
+_UNITS = {
+    "cpufreq": {
+        "description": "pvetune: amd_pstate mode, cpufreq governor and EPP",
+        "comment": [
+            "Re-applies the amd_pstate mode, cpufreq governor and EPP from /etc/pvetune/cpufreq.json at boot",
+            "(runtime sysfs values do not survive a reboot), before the guests start.",
+            "cpufreq governors built as modules are loaded by systemd-modules-load; run after anything else",
+            "that sets governors (cpufrequtils, cpupower) so pvetune's values are the ones that stay.",
+        ],
+        "unit": ["Documentation=man:cpupower(1) https://docs.kernel.org/admin-guide/pm/amd-pstate.html",
+                 "After=systemd-modules-load.service cpufrequtils.service cpupower.service",
+                 "Before=pve-guests.service"],
+        "service": [],
+    },
+    "pcie-mrrs": {
+        "description": "pvetune: PCIe MaxReadReq of the NVIDIA GPUs",
+        "comment": [
+            "Re-applies the PCIe Max Read Request Size of the NVIDIA functions from /etc/pvetune/pcie-mrrs.json",
+            "at boot: Device Control resets to the firmware default on every boot (and on a function reset).",
+            "The NVIDIA driver is bound by udev coldplug / modules-load and its probe (and nvidia-persistenced",
+            "initialising the GPUs) may reconfigure the function: run after those, before any guest starts.",
+            "systemd-udev-settle is only ordered against (After=, no Wants=).",
+        ],
+        "unit": ["Documentation=man:setpci(8)",
+                 "After=systemd-modules-load.service systemd-udev-trigger.service systemd-udev-settle.service",
+                 "After=nvidia-persistenced.service",
+                 "Before=pve-guests.service"],
+        "service": [],
+    },
+    "lxc-gpu": {
+        "description": "pvetune: NVIDIA device entries of the GPU containers for this boot's majors",
+        "comment": [
+            "The nvidia-uvm (and nvidia-caps, ...) majors are assigned at module load and can differ after every",
+            "boot or driver update. This unit rewrites the NVIDIA allow lines of the GPU containers",
+            "(/etc/pvetune/lxc-gpu.json) for the majors of this boot, before pve-guests.service starts them.",
+            "It never starts, stops or restarts a container. /etc/pve (pmxcfs) must be mounted: Wants=, not",
+            "Requires=, so a pmxcfs failure makes this unit fail with that message instead of being skipped.",
+        ],
+        "unit": ["Wants=pve-cluster.service",
+                 "After=pve-cluster.service systemd-modules-load.service nvidia-persistenced.service",
+                 "Before=pve-guests.service"],
+        "service": ["# Load nvidia-uvm and create /dev/nvidia-uvm(-tools) if udev has not; '-': not fatal,",
+                    "# the helper waits for the nodes (wait_seconds in lxc-gpu.json) and says why.",
+                    "ExecStartPre=-/usr/bin/nvidia-modprobe -u -c0",
+                    "TimeoutStartSec=300"],
+    },
+}
+
+
+def unit_name(subcommand):
+    return "pvetune-%s.service" % subcommand
+
+
+def render_unit(subcommand, root="/", helper=HELPER):
+    """The unit file text for one subcommand (``root`` other than / only in test trees)."""
+    spec = _UNITS[subcommand]
+    live = root in ("/", "")
+    exe = helper if live else root.rstrip("/") + helper
+    root_opt = "" if live else " --root %s" % root.rstrip("/")
+    lines = ["# Managed by pvetune (fix.yml); rollback.yml removes this unit."]
+    lines += ["# " + c for c in spec["comment"]]
+    lines += ["[Unit]", "Description=%s" % spec["description"]] + spec["unit"]
+    lines += ["", "[Service]", "Type=oneshot", "RemainAfterExit=yes"] + spec["service"]
+    lines += ["ExecStart=%s%s %s" % (exe, root_opt, subcommand)]
+    lines += ["", "[Install]", "WantedBy=multi-user.target"]
+    return "\n".join(lines) + "\n"
+
+
+def library_files(get_data=None):
+    """{file name: bytes} of the runtime library, read from the running package."""
+    get_data = get_data or pkgutil.get_data
+    out = {}
+    for name in RUNTIME_MODULES:
+        data = get_data(PACKAGE, name + ".py")
+        if data is None:
+            raise IOError("cannot read %s/%s.py from the module payload" % (PACKAGE, name))
+        out[name + ".py"] = data
+    return out
+
+
+def render_config(config):
+    return json.dumps(config, indent=2, sort_keys=True) + "\n"
+
+
+def plan_install(changes, subcommands, configs, root="/", lib_files=None, enable=True):
+    """Plan every file for ``subcommands`` on a ChangeSet; returns the host paths involved."""
+    unknown = [s for s in subcommands if s not in SUBCOMMANDS]
+    if unknown:
+        raise ValueError("unknown subcommand(s): %s" % ", ".join(unknown))
+    missing = [s for s in subcommands if s not in configs]
+    if missing:
+        raise ValueError("no configuration for: %s" % ", ".join(missing))
+    paths = []
+    lib_files = lib_files if lib_files is not None else library_files()
+    pkg_dir = LIB_DIR + "/ansible/module_utils/pvetune"
+    for name in sorted(lib_files):
+        paths.append(pkg_dir + "/" + name)
+        changes.plan_file(paths[-1], lib_files[name], mode=0o644)
+    for init in (LIB_DIR + "/ansible/__init__.py", LIB_DIR + "/ansible/module_utils/__init__.py"):
+        paths.append(init)
+        changes.plan_file(init, NAMESPACE_INIT, mode=0o644)
+    paths.append(HELPER)
+    changes.plan_file(HELPER, HELPER_STUB, mode=0o755)
+    for sub in subcommands:
+        conf = "%s/%s.json" % (CONFIG_DIR, sub)
+        unit = "%s/%s" % (UNIT_DIR, unit_name(sub))
+        paths += [conf, unit]
+        changes.plan_file(conf, render_config(configs[sub]), mode=0o644)
+        changes.plan_file(unit, render_unit(sub, root), mode=0o644)
+        if enable:
+            link = "%s/%s" % (WANTS_DIR, unit_name(sub))
+            paths.append(link)
+            changes.plan_symlink(link, unit)
+    return paths

@@ -54,5 +54,20 @@ def main():
     return 0
 
 
+# Appended by the boot/kernel fix work: the "archive" the apt-get stand-in installs from.
+DEFAULT_APT_REPO = {"proxmox-kernel-6.14": ["6.14.8-2-pve"]}
+
+
+def write_apt_repo(dest, packages=None):
+    """Write DEST/.pvetune/apt-repo.json (package -> kernel ABI versions) for tests/standins/apt-get."""
+    import json
+    path = os.path.join(dest, ".pvetune", "apt-repo.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as handle:
+        json.dump(DEFAULT_APT_REPO if packages is None else packages, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    return path
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,15 +6,16 @@ nothing here reads or writes this machine's /sys.
 import errno
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 import yaml
 
+from runtimeutil import run_helper
+
 from modharness import run_module
 
-from ansible.module_utils.pvetune import cpufreq
+from ansible.module_utils.pvetune import cpufreq, runtime
 from ansible.module_utils.pvetune.cpufreq import (
     AMD_PSTATE_STATUS,
     CpufreqError,
@@ -38,7 +39,6 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 from scratch_host import make_scratch  # noqa: E402
 
-BOOT_HELPER = os.path.join(TOP, "roles", "pvetune_fix", "files", "pvetune-boot")
 POLDIR = "sys/devices/system/cpu/cpufreq"
 INJECTIONS = ["performance; reboot", "$(id)", "--foo", "performance\n", "p" * 40, "Performance", "",
               "performance powersave", "../../etc"]
@@ -515,28 +515,14 @@ def test_boot_apply_reports_mode_but_fails_on_bad_config(tmp_path):
     assert not ok and any("does not offer governor turbo" in m for m in messages)
 
 
-def make_lib(tmp_path):
-    """The installed layout <lib>/ansible/module_utils/pvetune, pointing at this checkout."""
-    lib = tmp_path / "lib"
-    if lib.exists():
-        return str(lib)
-    (lib / "ansible" / "module_utils").mkdir(parents=True)
-    (lib / "ansible" / "__init__.py").write_text("")
-    (lib / "ansible" / "module_utils" / "__init__.py").write_text("")
-    os.symlink(os.path.join(TOP, "module_utils", "pvetune"), str(lib / "ansible" / "module_utils" / "pvetune"))
-    return str(lib)
-
-
 def run_boot_helper(tmp_path, root, sub):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PVETUNE"))}
-    return subprocess.run([sys.executable, BOOT_HELPER, "--root", root, "--lib", make_lib(tmp_path), sub],
-                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    return run_helper(root, sub)
 
 
 def test_boot_helper_script_cpufreq(tmp_path):
     root = scratch(tmp_path, "pve-gpu02")
     detune(root, nums=range(8))
-    os.makedirs(os.path.join(root, "etc/pvetune"))
+    os.makedirs(os.path.join(root, "etc/pvetune"), exist_ok=True)
     with open(os.path.join(root, "etc/pvetune/cpufreq.json"), "w") as handle:
         json.dump(CONFIG, handle)
     proc = run_boot_helper(tmp_path, root, "cpufreq")
@@ -549,33 +535,12 @@ def test_boot_helper_script_cpufreq(tmp_path):
     assert proc.returncode == 1 and "governor" in proc.stderr
 
 
-# -- the unit and the role -------------------------------------------------------------------------
-def render_unit(name, root):
-    import jinja2
-
-    path = os.path.join(TOP, "roles", "pvetune_fix", "templates", name)
-    with open(path) as handle:
-        # Ansible's template module keeps the trailing newline and trims blocks.
-        template = jinja2.Environment(keep_trailing_newline=True, trim_blocks=True).from_string(handle.read())
-    return template.render(pvetune_root=root, pvetune_boot_helper="/usr/local/sbin/pvetune-boot")
-
-
-def test_cpufreq_unit_template():
-    live = render_unit("pvetune-cpufreq.service.j2", "/")
+# -- the unit -------------------------------------------------------------------------------------
+def test_cpufreq_unit():
+    live = runtime.render_unit("cpufreq", "/")
     assert "ExecStart=/usr/local/sbin/pvetune-boot cpufreq\n" in live
     for line in ("Type=oneshot", "RemainAfterExit=yes", "Before=pve-guests.service", "WantedBy=multi-user.target"):
         assert line + "\n" in live
     assert "After=systemd-modules-load.service" in live and "Documentation=" in live
-    tree = render_unit("pvetune-cpufreq.service.j2", "/srv/t")
-    assert "ExecStart=/usr/local/sbin/pvetune-boot --root /srv/t cpufreq\n" in tree
-
-
-def test_cpu_tasks_register_and_enable():
-    with open(os.path.join(TOP, "roles", "pvetune_fix", "tasks", "cpu.yml")) as handle:
-        tasks = yaml.safe_load(handle)
-    module_task = [t for t in tasks if "pvetune_cpufreq" in t][0]
-    assert module_task["register"] == "pvetune_fix_cpu"
-    assert any(t.get("ansible.builtin.import_tasks") == "runtime.yml" for t in tasks)
-    assert any("ansible.builtin.systemd" in t for t in tasks)
-    link = [t for t in tasks if t.get("ansible.builtin.file", {}).get("state") == "link"][0]
-    assert link["ansible.builtin.file"]["src"] == "/etc/systemd/system/pvetune-cpufreq.service"
+    tree = runtime.render_unit("cpufreq", "/srv/t")
+    assert "ExecStart=/srv/t/usr/local/sbin/pvetune-boot --root /srv/t cpufreq\n" in tree

@@ -17,7 +17,9 @@ import tempfile
 
 import pytest
 
-from ansible.module_utils.pvetune import lxcfix
+from runtimeutil import run_helper
+
+from ansible.module_utils.pvetune import lxcfix, runtime
 from ansible.module_utils.pvetune.fsroot import FsRoot
 from ansible.module_utils.pvetune.runner import Runner
 from modharness import run_module
@@ -27,8 +29,6 @@ sys.path.insert(0, os.path.join(TOP, "scripts"))
 from scratch_host import make_scratch  # noqa: E402
 
 STANDINS = os.path.join(TOP, "tests", "standins")
-BOOT_HELPER = os.path.join(TOP, "roles", "pvetune_fix", "files", "pvetune-boot")
-UNIT_TEMPLATE = os.path.join(TOP, "roles", "pvetune_fix", "templates", "pvetune-lxc-gpu.service.j2")
 CONF_101 = "etc/pve/nodes/pve-gpu01/lxc/101.conf"
 CONF_102 = "etc/pve/nodes/pve-gpu01/lxc/102.conf"
 HOST_CONF_101 = "/etc/pve/nodes/pve-gpu01/lxc/101.conf"
@@ -285,9 +285,12 @@ def test_ctids_choose_cts_and_unknown_ct_fails_before_writing(tmp_path):
 def test_devn_ct_on_gpu02_needs_nothing(tmp_path):
     tree = scratch(tmp_path, "pve-gpu02")
     res = fix(tree)
-    assert res["changed"] is True    # first run records the majors
+    assert res["changed"] is False   # fixed host: majors already recorded by the earlier fix run
     assert [(c["ctid"], c["status"]) for c in res["cts"]] == [(101, "unchanged"), (103, "unchanged")]
-    assert fix(tree, run_id="t2")["changed"] is False
+    os.unlink(os.path.join(tree, "var/lib/pvetune/nvidia-majors.json"))
+    res = fix(tree, run_id="t2")
+    assert res["changed"] is True and res["state_changed"] is True   # records the majors again
+    assert fix(tree, run_id="t3")["changed"] is False
 
 
 # -- refusals -------------------------------------------------------------------------
@@ -576,22 +579,8 @@ def test_boot_apply_with_corrupt_state_still_fixes_but_fails_the_unit(tmp_path):
     assert read(tree, "var/lib/pvetune/nvidia-majors.json") == b"[]"
 
 
-def boot_lib(tmp_path):
-    """What runtime.yml installs: <lib>/ansible/module_utils/pvetune (here a link to the project's)."""
-    lib = tmp_path / "lib"
-    (lib / "ansible" / "module_utils").mkdir(parents=True)
-    (lib / "ansible" / "__init__.py").write_text("")
-    (lib / "ansible" / "module_utils" / "__init__.py").write_text("")
-    os.symlink(os.path.join(TOP, "module_utils", "pvetune"), str(lib / "ansible" / "module_utils" / "pvetune"))
-    return str(lib)
-
-
 def run_boot_helper(tmp_path, tree, *args):
-    env = dict(os.environ)
-    env.pop("PVETUNE_ROOT", None)
-    return subprocess.run([sys.executable, BOOT_HELPER, "--root", str(tree), "--lib", boot_lib(tmp_path)]
-                          + list(args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, check=False)
+    return run_helper(tree, *args)
 
 
 def test_pvetune_boot_lxc_gpu_as_a_subprocess(tmp_path):
@@ -617,10 +606,7 @@ def test_pvetune_boot_lxc_gpu_bad_configuration(tmp_path):
 
 # -- the unit -------------------------------------------------------------------------
 def render_unit(root):
-    import jinja2
-    with open(UNIT_TEMPLATE) as handle:
-        template = jinja2.Template(handle.read(), keep_trailing_newline=True)
-    return template.render(pvetune_root=root, pvetune_boot_helper="/usr/local/sbin/pvetune-boot")
+    return runtime.render_unit("lxc-gpu", root)
 
 
 def unit_values(text, key):
@@ -638,7 +624,7 @@ def test_unit_orders_before_the_guests_and_after_pmxcfs_and_the_driver():
     assert unit_values(text, "ExecStart") == ["/usr/local/sbin/pvetune-boot lxc-gpu"]
     assert unit_values(text, "WantedBy") == ["multi-user.target"]
     assert unit_values(render_unit("/srv/tree"), "ExecStart") == [
-        "/usr/local/sbin/pvetune-boot --root /srv/tree lxc-gpu"]
+        "/srv/tree/usr/local/sbin/pvetune-boot --root /srv/tree lxc-gpu"]
 
 
 # -- stand-ins ------------------------------------------------------------------------

@@ -12,10 +12,12 @@ import sys
 import pytest
 import yaml
 
+from runtimeutil import run_helper
+
 from modharness import run_module
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import pci
+from ansible.module_utils.pvetune import pci, runtime
 from ansible.module_utils.pvetune.fsroot import FsRoot
 from ansible.module_utils.pvetune.pciefix import (
     MrrsError,
@@ -33,7 +35,6 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 from scratch_host import make_scratch  # noqa: E402
 
-BOOT_HELPER = os.path.join(TOP, "roles", "pvetune_fix", "files", "pvetune-boot")
 SETPCI = shutil.which("setpci")
 GPUS = ["0000:01:00.0", "0000:21:00.0", "0000:41:00.0", "0000:61:00.0",
         "0000:81:00.0", "0000:a1:00.0", "0000:c1:00.0", "0000:e1:00.0"]
@@ -486,41 +487,25 @@ def test_boot_apply_bad_config_and_missing_bdf(shared_gpu01):
     assert rec.calls == []
 
 
-def make_lib(tmp_path):
-    """The installed layout <lib>/ansible/module_utils/pvetune, pointing at this checkout."""
-    lib = tmp_path / "lib"
-    (lib / "ansible" / "module_utils").mkdir(parents=True)
-    (lib / "ansible" / "__init__.py").write_text("")
-    (lib / "ansible" / "module_utils" / "__init__.py").write_text("")
-    os.symlink(os.path.join(TOP, "module_utils", "pvetune"), str(lib / "ansible" / "module_utils" / "pvetune"))
-    return str(lib)
-
-
 @needs_setpci
 def test_boot_helper_script_pcie_mrrs(tmp_path):
     root = scratch(tmp_path)
-    os.makedirs(os.path.join(root, "etc/pvetune"))
+    os.makedirs(os.path.join(root, "etc/pvetune"), exist_ok=True)
     with open(os.path.join(root, "etc/pvetune/pcie-mrrs.json"), "w") as handle:
         json.dump(CONFIG, handle)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PVETUNE"))}
-    argv = [sys.executable, BOOT_HELPER, "--root", root, "--lib", make_lib(tmp_path), "pcie-mrrs"]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
+    proc = run_helper(root, "pcie-mrrs")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("MaxReadReq 512 -> 4096 bytes") == 8
     assert all(mrrs_of(root, bdf) == 4096 for bdf in GPUS)
     set_mrrs_bytes(root, "0000:41:00.0", 512)
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
+    proc = run_helper(root, "pcie-mrrs")
     assert proc.returncode == 0 and proc.stdout.count("MaxReadReq 512 -> 4096 bytes") == 1
     assert mrrs_of(root, "0000:41:00.0") == 4096
 
 
-# -- the unit and the role -------------------------------------------------------------------------------
-def test_pcie_unit_template():
-    import jinja2
-
-    with open(os.path.join(TOP, "roles", "pvetune_fix", "templates", "pvetune-pcie-mrrs.service.j2")) as handle:
-        template = jinja2.Environment(keep_trailing_newline=True, trim_blocks=True).from_string(handle.read())
-    live = template.render(pvetune_root="/", pvetune_boot_helper="/usr/local/sbin/pvetune-boot")
+# -- the unit -------------------------------------------------------------------------------------
+def test_pcie_unit():
+    live = runtime.render_unit("pcie-mrrs", "/")
     assert "ExecStart=/usr/local/sbin/pvetune-boot pcie-mrrs\n" in live
     for line in ("Type=oneshot", "RemainAfterExit=yes", "Before=pve-guests.service", "WantedBy=multi-user.target",
                  "After=nvidia-persistenced.service"):
@@ -529,17 +514,5 @@ def test_pcie_unit_template():
     directives = [line for line in live.splitlines() if line and not line.startswith("#")]
     assert not any(line.startswith(("Wants=", "Requires=")) for line in directives)
     assert any(line.startswith("Documentation=") for line in directives)
-    tree = template.render(pvetune_root="/srv/t", pvetune_boot_helper="/usr/local/sbin/pvetune-boot")
-    assert "ExecStart=/usr/local/sbin/pvetune-boot --root /srv/t pcie-mrrs\n" in tree
-
-
-def test_pcie_tasks_register_and_enable():
-    with open(os.path.join(TOP, "roles", "pvetune_fix", "tasks", "pcie.yml")) as handle:
-        tasks = yaml.safe_load(handle)
-    module_task = [t for t in tasks if "pvetune_pcie_mrrs" in t][0]
-    assert module_task["register"] == "pvetune_fix_pcie"
-    assert "pvetune_policy.pcie_mrrs" in module_task["pvetune_pcie_mrrs"]["mrrs"]
-    assert any(t.get("ansible.builtin.import_tasks") == "runtime.yml" for t in tasks)
-    assert any("ansible.builtin.systemd" in t for t in tasks)
-    link = [t for t in tasks if t.get("ansible.builtin.file", {}).get("state") == "link"][0]
-    assert link["ansible.builtin.file"]["src"] == "/etc/systemd/system/pvetune-pcie-mrrs.service"
+    tree = runtime.render_unit("pcie-mrrs", "/srv/t")
+    assert "ExecStart=/srv/t/usr/local/sbin/pvetune-boot --root /srv/t pcie-mrrs\n" in tree

@@ -41,7 +41,22 @@ def make_scratch(host, dest, force=False):
         shutil.rmtree(dest)
     shutil.copytree(src, dest, symlinks=True)
     install_standins(dest)
+    write_apt_repo(dest)
+    boot_containers(dest)
     return dest
+
+
+def boot_containers(dest):
+    """Let the pct stand-in "boot" the host once (start onboot CTs, as pve-guests.service would),
+    so that the tree is in a steady state before anything is measured against it."""
+    import subprocess
+
+    env = dict(os.environ, PVETUNE_ROOT=dest)
+    subprocess.run([os.path.join(dest, ".pvetune", "bin", "pct"), "list"], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = os.path.join(dest, ".pvetune", "calls.log")
+    if os.path.exists(log):
+        os.unlink(log)
 
 
 def main():

@@ -243,7 +243,8 @@ def test_gpu01_install_false_without_the_series_fails(scratch):
 
 
 def test_gpu01_unknown_package_fails_with_apt_message(scratch):
-    root = scratch("pve-gpu01")  # no apt-repo.json: the archive has nothing
+    root = scratch("pve-gpu01")
+    os.unlink(os.path.join(root, ".pvetune", "apt-repo.json"))  # the archive has nothing
     before = tree(root)
     res = kernel(root)
     assert res["failed"] is True

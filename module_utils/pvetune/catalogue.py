@@ -72,7 +72,8 @@ CATALOGUE = (
         "id": "cpu.cstates",
         "title": "C-states: processor.max_cstate={max_cstate} effective, nothing deeper than C{max_cstate} enabled",
         "severity": "high",
-        "expected": "processor.max_cstate={max_cstate} on /proc/cmdline and no enabled idle state deeper than C{max_cstate}",
+        "expected": ("processor.max_cstate={max_cstate} on /proc/cmdline and no enabled idle state deeper than "
+                     "C{max_cstate}"),
         "rationale": (
             "Waking a core from a deep C-state costs tens to hundreds of microseconds; every GPU completion "
             "interrupt and every host-side step of the serving loop pays it."
@@ -106,7 +107,8 @@ CATALOGUE = (
         "id": "pcie.mrrs",
         "title": "PCIe Max Read Request Size {pcie_mrrs} on every NVIDIA GPU",
         "severity": "high",
-        "expected": "MaxReadReq {pcie_mrrs} bytes on every NVIDIA function (vendor {pcie_vendor}, class {pcie_class_prefix}xx)",
+        "expected": ("MaxReadReq {pcie_mrrs} bytes on every NVIDIA function (vendor {pcie_vendor}, "
+                     "class {pcie_class_prefix}xx)"),
         "rationale": (
             "MaxReadReq caps each DMA read the GPU issues to host memory; at 512 bytes a host-to-device copy "
             "needs eight times as many requests and completions as at 4096, which costs bandwidth on large "
@@ -175,7 +177,8 @@ CATALOGUE = (
         "id": "lxc.gpu_devices",
         "title": "GPU containers allow the host's current NVIDIA device majors",
         "severity": "critical",
-        "expected": "every NVIDIA node a CT mounts is covered by an allow line with its current major, mount sources exist",
+        "expected": ("every NVIDIA node a CT mounts is covered by an allow line with its current major, "
+                     "mount sources exist"),
         "rationale": (
             "nvidia-uvm, nvidia-caps and nvidia-nvlink get dynamic character majors that change across reboots "
             "and driver updates. A CT whose lxc.cgroup2.devices.allow lines name an old major cannot open "
@@ -217,7 +220,7 @@ CATALOGUE = (
     },
 )
 
-BY_ID = dict((c["id"], c) for c in CATALOGUE)
+BY_ID = {c["id"]: c for c in CATALOGUE}
 
 
 def policy_context(policy):

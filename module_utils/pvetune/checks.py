@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible.module_utils.pvetune.bootcfg import arg_key, arg_value
 from ansible.module_utils.pvetune.catalogue import BY_ID, CATALOGUE, render
 from ansible.module_utils.pvetune.hostinfo import cstate_depth
 
@@ -20,8 +21,12 @@ SEVERITY_RANK = {"critical": 4, "high": 3, "medium": 2, "low": 1, "info": 0}
 
 
 def _arg_key(arg):
-    key = arg.split("=", 1)[0]
-    return key.replace("-", "_")
+    return arg_key(arg)
+
+
+def _same_arg(a, b):
+    # The kernel (and bootcfg.plan_args, which the fix uses) treats "-"/"_" in names and quoted values alike.
+    return arg_key(a) == arg_key(b) and arg_value(a) == arg_value(b)
 
 
 def _arg_map(args):
@@ -77,10 +82,10 @@ def _arg_state(facts, arg):
     configured = _configured_args(facts)
     conf = _arg_map(configured or []).get(key, []) if configured is not None else None
     # For repeated parameters the kernel (and GRUB's concatenation) lets the last one win.
-    on_now = bool(eff) and eff[-1] == arg
+    on_now = bool(eff) and _same_arg(eff[-1], arg)
     if conf is None:
         return ("effective" if on_now else "missing"), eff
-    in_conf = bool(conf) and conf[-1] == arg
+    in_conf = bool(conf) and _same_arg(conf[-1], arg)
     if on_now and in_conf:
         return "effective", eff
     if in_conf:
@@ -180,7 +185,8 @@ def check_governor(facts, policy):
     bad, items = _policy_items(policies, "governor", want, "governor")
     if not bad:
         return make_result(cid, policy, "pass", want, "all %d policies use %s" % (len(policies), want), evidence=ev)
-    unavailable = [n for n, p in policies.items() if p.get("available_governors") and want not in p["available_governors"]]
+    unavailable = [n for n, p in policies.items()
+                   if p.get("available_governors") and want not in p["available_governors"]]
     msg = "%d of %d policies are not on %s" % (sum(len(v) for v in bad.values()), len(policies), want)
     if unavailable:
         msg += "; %s is not offered by the driver on %s" % (want, _short_list(unavailable))
@@ -195,9 +201,9 @@ def check_epp(facts, policy):
         return make_result(cid, policy, "error", None, err)
     cpu = facts["cpu"]
     ev = list(cpu.get("evidence", []))
-    policies = dict((n, p) for n, p in (cpu.get("policies") or {}).items() if p.get("epp") is not None)
+    policies = {n: p for n, p in (cpu.get("policies") or {}).items() if p.get("epp") is not None}
     if not policies:
-        drivers = sorted(set(p.get("driver") or "?" for p in (cpu.get("policies") or {}).values()))
+        drivers = sorted({p.get("driver") or "?" for p in (cpu.get("policies") or {}).values()})
         return make_result(cid, policy, "skip", None,
                            "the cpufreq driver (%s) offers no energy_performance_preference"
                            % (", ".join(drivers) or "none"), evidence=ev)
@@ -240,10 +246,13 @@ def check_cstates(facts, policy):
             "expected": "disabled" if too_deep else "allowed",
             "message": "",
         })
-    state = _arg_state(facts, arg)[0]
+    cmdline_err = _section_error(facts, "cmdline")
+    state = None if cmdline_err else _arg_state(facts, arg)[0]
     param_ok = param is None or (param.isdigit() and int(param) <= limit)
     problems = []
-    if state != "effective":
+    if state == "transient":
+        problems.append("%s is on /proc/cmdline but not configured in the boot loader: lost at the next boot" % arg)
+    elif state not in ("effective", None):
         problems.append("%s is not on /proc/cmdline" % arg)
     if not param_ok:
         problems.append("processor module max_cstate is %s" % param)
@@ -253,13 +262,18 @@ def check_cstates(facts, policy):
     current = "max_cstate param %s; enabled states: %s" % (
         param if param is not None else "n/a",
         ", ".join(s["name"] for s in (idle.get("states") or {}).values() if s["enabled_count"]) or "none")
+    if cmdline_err and not problems:
+        return make_result(cid, policy, "error", current, "cannot tell whether %s is effective: %s"
+                           % (arg, cmdline_err), items, ev)
+    if cmdline_err:
+        problems.append("(/proc/cmdline unreadable: %s)" % cmdline_err)
     if not problems:
         return make_result(cid, policy, "pass", current, "%s effective; nothing deeper than C%d enabled"
                            % (arg, limit), items, ev)
     if state == "pending":
         return make_result(cid, policy, "pending", current,
-                           "%s is configured in the boot loader; effective after reboot (%s)" % (arg, "; ".join(problems)),
-                           items, ev, reboot_required=True)
+                           "%s is configured in the boot loader; effective after reboot (%s)"
+                           % (arg, "; ".join(problems)), items, ev, reboot_required=True)
     return make_result(cid, policy, "fail", current, "; ".join(problems), items, ev, reboot_required=True)
 
 
@@ -324,7 +338,7 @@ def check_mrrs(facts, policy):
     for gpu in gpus:
         name = "%s %s" % (gpu["bdf"], gpu.get("name") or "")
         if gpu.get("error") or gpu.get("mrrs") is None:
-            items.append({"name": name.strip(), "status": "error", "current": None, "expected": want,
+            items.append({"name": name.strip(), "status": "error", "current": None, "expected": "MaxReadReq %d" % want,
                           "message": gpu.get("error") or "no PCI Express capability found"})
             continue
         ok = gpu["mrrs"] == want
@@ -334,7 +348,7 @@ def check_mrrs(facts, policy):
                       "expected": "MaxReadReq %d" % want, "message": ""})
     fails = [i for i in items if i["status"] == "fail"]
     errors = [i for i in items if i["status"] == "error"]
-    values = sorted(set(g.get("mrrs") for g in gpus if g.get("mrrs") is not None))
+    values = sorted({g.get("mrrs") for g in gpus if g.get("mrrs") is not None})
     current = "MaxReadReq %s on %d GPUs" % ("/".join(str(v) for v in values) or "?", len(gpus))
     if fails:
         return make_result(cid, policy, "fail", current, "%d of %d GPUs below MaxReadReq %d: %s" % (
@@ -373,17 +387,19 @@ def check_link(facts, policy):
         if gpu["lnksta_width"] < gpu["lnkcap_width"]:
             status, msg = "fail", "link trained at x%d of x%d lanes" % (gpu["lnksta_width"], gpu["lnkcap_width"])
         elif (_speed_value(gpu["lnksta_speed"]) or 0) < (_speed_value(gpu["lnkcap_speed"]) or 0):
-            status, msg = "warn", "speed below capability at full width: usually idle power management; check under load"
+            status = "warn"
+            msg = "speed below capability at full width: usually idle power management; check under load"
         else:
             status, msg = "pass", ""
         items.append({"name": name, "status": status, "current": cur, "expected": cap, "message": msg})
-    counts = dict((s, sum(1 for i in items if i["status"] == s)) for s in ("fail", "warn", "error"))
-    current = ", ".join(sorted(set(i["current"] for i in items if i["current"]))) or None
+    counts = {s: sum(1 for i in items if i["status"] == s) for s in ("fail", "warn", "error")}
+    current = ", ".join(sorted({i["current"] for i in items if i["current"]})) or None
     if counts["fail"]:
         return make_result(cid, policy, "fail", current, "%d GPU links narrower than their capability" % counts["fail"],
                            items, ev)
     if counts["error"]:
-        return make_result(cid, policy, "error", current, "could not read %d GPU links" % counts["error"], items, ev)
+        return make_result(cid, policy, "error", current, "could not read %d GPU links: %s" % (
+            counts["error"], "; ".join(i["message"] for i in items if i["status"] == "error")), items, ev)
     if counts["warn"]:
         return make_result(cid, policy, "warn", current, "%d of %d GPUs below capable speed at full width (idle "
                            "downclock is normal; re-check under load)" % (counts["warn"], len(gpus)), items, ev)
@@ -400,7 +416,8 @@ def check_kernel_version(facts, policy):
     kern = facts["kernel"]
     ev = list(kern.get("evidence", []))
     if not series:
-        return make_result(cid, policy, "skip", kern.get("running"), "kernel_series is empty in the policy", evidence=ev)
+        return make_result(cid, policy, "skip", kern.get("running"), "kernel_series is empty in the policy",
+                           evidence=ev)
     running = kern.get("running") or ""
     nxt = kern.get("next_boot_kernel")
     rule = kern.get("next_boot_rule") or ""
@@ -427,7 +444,7 @@ def check_kernel_version(facts, policy):
 
 
 def _in_series(version, series):
-    return bool(version) and (version == series or version.startswith(series + ".") or version.startswith(series + "-"))
+    return bool(version) and (version == series or version.startswith((series + ".", series + "-")))
 
 
 def check_cmdline(facts, policy):
@@ -435,6 +452,11 @@ def check_cmdline(facts, policy):
     boot = facts.get("boot") or {}
     if boot.get("error"):
         return make_result(cid, policy, "error", None, boot["error"], evidence=boot.get("evidence"))
+    cmdline_err = _section_error(facts, "cmdline")
+    if cmdline_err:
+        # Without /proc/cmdline every configured arg would look "pending".
+        return make_result(cid, policy, "error", None, "cannot tell which args are effective: %s" % cmdline_err,
+                           evidence=boot.get("evidence"))
     ev = list(boot.get("evidence", []))
     ev.append("/proc/cmdline: %s" % ((facts.get("cmdline") or {}).get("raw") or "").strip())
     required = policy["cmdline_required"]
@@ -458,7 +480,7 @@ def check_cmdline(facts, policy):
     conf_keys = _arg_map(_configured_args(facts) or [])
     for arg in forbidden:
         key = _arg_key(arg)
-        found = [a for a in eff_keys.get(key, []) + conf_keys.get(key, []) if a == arg or "=" not in arg]
+        found = [a for a in eff_keys.get(key, []) + conf_keys.get(key, []) if _same_arg(a, arg) or "=" not in arg]
         items.append({"name": "no %s" % arg, "status": "fail" if found else "pass",
                       "current": " ".join(sorted(set(found))) or None, "expected": "absent",
                       "message": "remove it from %s" % where if found else ""})
@@ -506,8 +528,8 @@ def check_lxc(facts, policy):
                            "%s: %s" % (", ".join(i["name"] for i in bad), " | ".join(i["current"] for i in bad)),
                            items, ev)
     if warns:
-        return make_result(cid, policy, "warn", current, " | ".join("%s: %s" % (i["name"], i["current"]) for i in warns),
-                           items, ev)
+        return make_result(cid, policy, "warn", current,
+                           " | ".join("%s: %s" % (i["name"], i["current"]) for i in warns), items, ev)
     return make_result(cid, policy, "pass", current, "%d GPU CTs allow the current NVIDIA majors" % len(gpu_cts),
                        items, ev)
 
@@ -523,7 +545,7 @@ def check_nvidia_driver(facts, policy):
     gpus = _gpus(facts)
     if not gpus:
         return make_result(cid, policy, "skip", None, "no NVIDIA GPU found", evidence=ev)
-    drivers = sorted(set(g.get("driver") or "none" for g in gpus))
+    drivers = sorted({g.get("driver") or "none" for g in gpus})
     if drivers == ["vfio-pci"]:
         return make_result(cid, policy, "skip", "vfio-pci", "all NVIDIA GPUs are bound to vfio-pci (VM passthrough)",
                            evidence=ev)
@@ -605,7 +627,7 @@ def evaluate(facts, policy, only=None):
 
 def summarize(results, fail_on="high"):
     """Counts per status and whether the host fails at ``fail_on`` severity or above."""
-    counts = dict((s, 0) for s in ("pass", "fail", "warn", "pending", "skip", "error"))
+    counts = dict.fromkeys(("pass", "fail", "warn", "pending", "skip", "error"), 0)
     threshold = SEVERITY_RANK[fail_on]
     failing = []
     for res in results:

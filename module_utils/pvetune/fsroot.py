@@ -18,6 +18,11 @@ import os
 import stat
 
 MAX_SYMLINKS = 40
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _opener_nofollow(path, flags):
+    return os.open(path, flags | _O_NOFOLLOW)
 
 
 class FsError(Exception):
@@ -58,11 +63,27 @@ class FsRoot:
             raise FsError(path.replace("\x00", "\\0"), "NUL byte in path")
 
     def _resolve_dir(self, host_dir):
-        """Resolve a host directory path to a real path inside the root."""
+        """Resolve a host directory path to a real path inside the root.
+
+        A directory is resolved from its (cached) parent: one lstat per new directory
+        instead of one per component (a 256-CPU sysfs walk touches ~1500 directories).
+        A symlink is resolved by the full walk, exactly as before.
+        """
         cached = self._dir_cache.get(host_dir)
         if cached is not None:
             return cached
-        resolved = self._resolve(host_dir, follow_last=True)
+        parent, name = os.path.split(host_dir)
+        resolved = None
+        if name and name not in (".", "..") and parent != host_dir:
+            candidate = os.path.join(self._resolve_dir(parent), name)
+            try:
+                is_link = stat.S_ISLNK(os.lstat(candidate).st_mode)
+            except OSError:
+                is_link = False  # missing: kept literal, as _resolve does; callers get ENOENT
+            if not is_link:
+                resolved = candidate
+        if resolved is None:
+            resolved = self._resolve(host_dir, follow_last=True)
         self._dir_cache[host_dir] = resolved
         return resolved
 
@@ -109,12 +130,16 @@ class FsRoot:
         if norm == "/":
             return self.root
         head, tail = os.path.split(norm)
-        base = self._resolve_dir(head)
-        full = os.path.join(base, tail)
-        if follow_last and os.path.islink(full):
-            # Resolve the final symlink inside the root as well.
-            rel = "/" + os.path.relpath(full, self.root)
-            return self._resolve(rel, follow_last=True)
+        try:
+            base = self._resolve_dir(head)
+            full = os.path.join(base, tail)
+            if follow_last and os.path.islink(full):
+                # Resolve the final symlink inside the root as well.
+                rel = "/" + os.path.relpath(full, self.root)
+                return self._resolve(rel, follow_last=True)
+        except FsError as exc:
+            # Name the path the caller asked for, not the partly resolved one (ELOOP).
+            raise FsError(host_path, exc.reason)
         return full
 
     def host_path(self, real_path):
@@ -131,10 +156,33 @@ class FsRoot:
     # -- reads ------------------------------------------------------------
     def read_bytes(self, host_path, limit=None):
         try:
-            with open(self.path(host_path), "rb") as handle:
+            with self._open_read(host_path) as handle:
                 return handle.read() if limit is None else handle.read(limit)
         except (OSError, IOError) as exc:
             raise FsError(host_path, _reason(exc))
+
+    def _open_read(self, host_path):
+        """open(self.path(host_path), "rb"), one lstat cheaper inside a snapshot.
+
+        The last component is opened with O_NOFOLLOW; only when it is a symlink (ELOOP)
+        is it resolved inside the root by path().  The directory part comes from
+        _resolve_dir() as in path(), so it never leaves the root.
+        """
+        if not self.live and _O_NOFOLLOW:
+            self._check_host_path(host_path)
+            norm = os.path.normpath(host_path)
+            if norm != "/":
+                head, tail = os.path.split(norm)
+                try:
+                    full = os.path.join(self._resolve_dir(head), tail)
+                except FsError as exc:
+                    raise FsError(host_path, exc.reason)
+                try:
+                    return open(full, "rb", opener=_opener_nofollow)
+                except OSError as exc:
+                    if exc.errno != errno.ELOOP:
+                        raise
+        return open(self.path(host_path), "rb")
 
     def read_text(self, host_path, limit=None, errors="replace"):
         data = self.read_bytes(host_path, limit)

@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
 import traceback
 
 from ansible.module_utils.pvetune import bootcfg, hostinfo, lxcgpu, pci
@@ -24,6 +25,7 @@ from ansible.module_utils.pvetune.fsroot import FsError
 SNAPSHOT_DIR = "/.pvetune"
 STATE_FILE = "/var/lib/pvetune/nvidia-majors.json"
 SYSCTL_KEYS = ("kernel.numa_balancing",)
+PROC_DEVICES_HEADER = re.compile(r"^Character devices:", re.M)
 # Fields of pci.parse_config() the checks use (the rest of the decoded config stays out of the facts).
 PCI_FIELDS = ("cap_exp", "devctl", "mps", "mrrs", "devcap_mps", "lnkcap_speed", "lnkcap_width", "lnksta_speed",
               "lnksta_width", "pcie_type_name")
@@ -139,11 +141,19 @@ def gather_nvidia(fsroot, runner):
     else:
         out["version"] = None
         out["evidence"].append("/proc/driver/nvidia/version: missing")
-    devices = lxcgpu.parse_proc_devices(fsroot.read_text("/proc/devices"))
-    out["majors"] = lxcgpu.nvidia_majors(devices)
-    out["char_majors"] = sorted(devices["char"])
-    out["evidence"].append("/proc/devices: %s" % (", ".join("%s=%s" % kv for kv in sorted(out["majors"].items()))
-                                                  or "no nvidia majors"))
+    text = fsroot.read_text("/proc/devices")
+    if not PROC_DEVICES_HEADER.search(text):
+        # An empty or foreign file (a /proc copy that trusted st_size = 0, a truncated collect) would
+        # otherwise read as "no majors registered" and hide stale CT allow lines.
+        out["majors"] = out["char_majors"] = None
+        out["devices_error"] = "no 'Character devices:' section (%d bytes): not a /proc/devices listing" % len(text)
+        out["evidence"].append("/proc/devices: %s" % out["devices_error"])
+    else:
+        devices = lxcgpu.parse_proc_devices(text)
+        out["majors"] = lxcgpu.nvidia_majors(devices)
+        out["char_majors"] = sorted(devices["char"])
+        out["evidence"].append("/proc/devices: %s" % (", ".join("%s=%s" % kv for kv in sorted(out["majors"].items()))
+                                                      or "no nvidia majors"))
     nodes, source = lxcgpu.stat_dev_nodes(fsroot)
     out["nodes"] = nodes
     out["nodes_source"] = source
@@ -192,10 +202,11 @@ def gather_lxc(fsroot, nvidia):
             known = [int(m) for m in json.loads(fsroot.read_text(STATE_FILE)).get("nvidia_majors", [])]
         except (ValueError, AttributeError, TypeError):
             out["evidence"].append("%s: unreadable, ignored" % STATE_FILE)
-    if isinstance(nvidia, dict) and "majors" in nvidia:
+    if isinstance(nvidia, dict) and nvidia.get("majors") is not None:
         majors, nodes, registered = nvidia["majors"], nvidia["nodes"], set(nvidia["char_majors"])
     else:
-        raise FsError("/proc/devices", "NVIDIA device state unavailable: %s" % (nvidia or {}).get("error"))
+        raise FsError("/proc/devices", "NVIDIA device state unavailable: %s"
+                      % ((nvidia or {}).get("devices_error") or (nvidia or {}).get("error")))
     out["host_majors"] = majors
     cgroup_version = cgroup_version_of(fsroot)
     out["cgroup_version"] = cgroup_version

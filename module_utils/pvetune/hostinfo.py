@@ -74,8 +74,13 @@ def read_cpuinfo_identity(fsroot):
 
 
 def read_cpufreq(fsroot):
-    """cpufreq state: one entry per policy, plus amd_pstate status."""
-    out = {"policies": {}, "errors": [], "evidence": []}
+    """cpufreq state: one entry per policy, plus amd_pstate status.
+
+    A policy whose ``affected_cpus`` is empty has no online CPU: the kernel keeps its
+    directory but refuses reads of its scaling files (EBUSY).  It is listed in
+    ``offline_policies``, not in ``policies``, so it is neither an error nor a mismatch.
+    """
+    out = {"policies": {}, "offline_policies": [], "errors": [], "evidence": []}
     out["amd_pstate_status"] = fsroot.try_value(CPU_DIR + "/amd_pstate/status")
     if out["amd_pstate_status"] is not None:
         out["evidence"].append(CPU_DIR + "/amd_pstate/status = %s" % out["amd_pstate_status"])
@@ -85,6 +90,9 @@ def read_cpufreq(fsroot):
     names.sort(key=_natural_key)
     for name in names:
         pdir = "%s/%s" % (base, name)
+        if fsroot.try_value(pdir + "/affected_cpus") == "":
+            out["offline_policies"].append(name)
+            continue
         pol = {}
         for key, fname in (
             ("driver", "scaling_driver"),
@@ -107,6 +115,9 @@ def read_cpufreq(fsroot):
     if names:
         out["evidence"].append("%s/policy*/scaling_driver, scaling_governor, energy_performance_preference "
                                "(%d policies)" % (base, len(names)))
+        if out["offline_policies"]:
+            out["evidence"].append("%s: %d policies without an online CPU (empty affected_cpus), not checked: %s"
+                                   % (base, len(out["offline_policies"]), ", ".join(out["offline_policies"])))
     else:
         out["evidence"].append("%s: no cpufreq policies" % base)
     return out
@@ -166,11 +177,13 @@ def read_cpuidle(fsroot):
     return out
 
 
-_CSTATE_NAME = re.compile(r"^C(\d+)([A-Za-z_-]*)")
+# Letters right after the number name a deeper variant (C1E, C6S); what follows a separator is a
+# driver tag (intel_idle's "C1-SKX", "C1_ACPI" for ACPI _CST states) and does not change the depth.
+_CSTATE_NAME = re.compile(r"^C(\d+)([A-Za-z]*)")
 
 
 def cstate_depth(name):
-    """Depth of a cpuidle state by its name: POLL 0, C1 1, C1E 1.5, C2 2, C6 6.
+    """Depth of a cpuidle state by its name: POLL 0, C1 1, C1E 1.5, C2 2, C6 6, C1_ACPI 1.
 
     Unknown names get depth 99 so they are treated as deep (the safe side).
     """
@@ -225,7 +238,7 @@ def read_sysctl_persisted(fsroot, keys):
     files = [chosen[n] for n in sorted(chosen)]
     if "/etc/sysctl.d/99-sysctl.conf" not in files and fsroot.isfile("/etc/sysctl.conf"):
         files.append("/etc/sysctl.conf")
-    result = dict((k, None) for k in keys)
+    result = dict.fromkeys(keys)
     errors = []
     for path in files:
         try:
@@ -278,10 +291,10 @@ def parse_nvidia_smi(text):
         return {"driver": driver, "gpus": gpus, "format": "query"}
     if "Persistence-M" in text:
         lines = text.splitlines()
-        for i, line in enumerate(lines):
+        for line in lines:
             # data rows look like "|   0  NVIDIA H100 80GB HBM3   On  |   00000000:18:00.0 Off |"
-            rm = re.match(r"^\|\s*(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])",
-                          line)
+            rm = re.match(r"^\|\s*(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*"
+                          r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])", line)
             if rm:
                 gpus.append({"index": int(rm.group(1)), "name": rm.group(2).strip(),
                              "persistence": rm.group(3) == "On", "bus_id": rm.group(4).lower()})

@@ -16,6 +16,8 @@ __metaclass__ = type
 import copy
 import re
 
+from ansible.module_utils.pvetune.catalogue import BY_ID
+
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 
 DEFAULT_POLICY = {
@@ -49,16 +51,22 @@ DEFAULT_POLICY = {
     "skip_checks": {},
 }
 
-_KEY_ARG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(=[A-Za-z0-9_.,:/+@-]{1,190})?$")
-_SERIES = re.compile(r"^(\d{1,2}\.\d{1,3})?$")
-_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9.+-]{1,80}$")
-_WORD = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
-_HEX = re.compile(r"^0x[0-9a-f]{2,6}$")
+# \Z, not $: "$" also matches before a trailing newline, which would let "quiet\n" through.
+_KEY_ARG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(=[A-Za-z0-9_.,:/+@-]{1,190})?\Z")
+_SERIES = re.compile(r"^(\d{1,2}\.\d{1,3})?\Z")
+_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9.+-]{1,80}\Z")
+_WORD = re.compile(r"^[a-z][a-z0-9_-]{0,31}\Z")
+_HEX = re.compile(r"^0x[0-9a-f]{2,6}\Z")
 MRRS_SIZES = (128, 256, 512, 1024, 2048, 4096)
 
 
 class PolicyError(ValueError):
     pass
+
+
+def _is_int(value):
+    # 4096.0 == 4096 and True == 1: only a real int is a valid byte count or sysctl value.
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _expect(cond, key, what):
@@ -68,7 +76,7 @@ def _expect(cond, key, what):
 
 def validate_policy(policy):
     """Raise PolicyError unless every key is known and every value is safe."""
-    unknown = sorted(set(policy) - set(DEFAULT_POLICY))
+    unknown = sorted(str(k) for k in set(policy) - set(DEFAULT_POLICY))
     _expect(not unknown, ", ".join(unknown), "unknown key(s); known keys: %s" % ", ".join(sorted(DEFAULT_POLICY)))
     for key in ("amd_pstate_mode", "governor", "epp"):
         _expect(isinstance(policy[key], str) and _WORD.match(policy[key]), key, "must be a lower-case word")
@@ -81,9 +89,10 @@ def validate_policy(policy):
             "scaling_driver_fallback", "must be a list of driver names")
     _expect(isinstance(policy["max_cstate"], int) and not isinstance(policy["max_cstate"], bool)
             and 0 <= policy["max_cstate"] <= 9, "max_cstate", "must be an integer 0-9")
-    _expect(policy["numa_balancing"] in (0, 1) and not isinstance(policy["numa_balancing"], bool),
+    _expect(_is_int(policy["numa_balancing"]) and policy["numa_balancing"] in (0, 1),
             "numa_balancing", "must be 0 or 1")
-    _expect(policy["pcie_mrrs"] in MRRS_SIZES, "pcie_mrrs", "must be one of %s" % (MRRS_SIZES,))
+    _expect(_is_int(policy["pcie_mrrs"]) and policy["pcie_mrrs"] in MRRS_SIZES, "pcie_mrrs",
+            "must be one of %s" % (MRRS_SIZES,))
     _expect(isinstance(policy["pcie_vendor"], str) and _HEX.match(policy["pcie_vendor"]) is not None
             and len(policy["pcie_vendor"]) == 6, "pcie_vendor", "must look like 0x10de")
     _expect(isinstance(policy["pcie_class_prefix"], str) and _HEX.match(policy["pcie_class_prefix"]),
@@ -103,6 +112,9 @@ def validate_policy(policy):
     skips = policy["skip_checks"]
     _expect(isinstance(skips, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in skips.items()),
             "skip_checks", "must map check ids to a reason")
+    unknown_ids = sorted(set(skips) - set(BY_ID))
+    _expect(not unknown_ids, "skip_checks", "unknown check id(s) %s; known: %s"
+            % (", ".join(unknown_ids), ", ".join(sorted(BY_ID))))
     return policy
 
 

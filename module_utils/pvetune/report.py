@@ -13,12 +13,16 @@ __metaclass__ = type
 
 import html
 import json
-from xml.sax.saxutils import quoteattr, escape as xml_escape
+import re
+from xml.sax.saxutils import quoteattr as _quoteattr, escape as _xml_escape
 
 from ansible.module_utils.pvetune.checks import SCHEMA_VERSION, SEVERITY_RANK
 from ansible.module_utils.pvetune.catalogue import CATALOGUE
 
 TOOL_VERSION = "0.1.0"
+# XML 1.0 cannot carry most C0 control characters, not even as character references; messages and
+# evidence quote host files (/proc/cmdline, GRUB values), so such characters are shown as \xNN.
+_XML_INVALID = re.compile(u"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 STATUS_ORDER = ("fail", "error", "pending", "warn", "pass", "skip")
 CHECK_IDS = [c["id"] for c in CATALOGUE]
 
@@ -35,7 +39,7 @@ def entry_from_audit(host, audit):
 
 
 def host_summary(entry, fail_on):
-    counts = dict((s, 0) for s in STATUS_ORDER)
+    counts = dict.fromkeys(STATUS_ORDER, 0)
     failing = []
     threshold = SEVERITY_RANK[fail_on]
     for res in entry.get("checks") or []:
@@ -65,7 +69,7 @@ def build_document(entries, fail_on="high", generated_at="", run=None):
             "checks": entry.get("checks") or [],
         }
         hosts.append(item)
-    totals = dict((s, 0) for s in STATUS_ORDER)
+    totals = dict.fromkeys(STATUS_ORDER, 0)
     for item in hosts:
         for key, val in item["summary"]["counts"].items():
             totals[key] += val
@@ -122,6 +126,18 @@ def _one_line(text, limit=150):
 
 
 # -- JUnit ---------------------------------------------------------------------
+def _xml_safe(text):
+    return _XML_INVALID.sub(lambda m: "\\x%02x" % ord(m.group()), text)
+
+
+def quoteattr(text):
+    return _quoteattr(_xml_safe(text))
+
+
+def xml_escape(text):
+    return _xml_escape(_xml_safe(text))
+
+
 def render_junit(doc):
     out = ['<?xml version="1.0" encoding="UTF-8"?>']
     total = sum(len(h["checks"]) or 1 for h in doc["hosts"])
@@ -153,7 +169,8 @@ def render_junit(doc):
             elif res["status"] == "error":
                 out.append("      <error message=%s>%s</error>" % (msg, xml_escape(body)))
             elif res["status"] in ("skip", "pending"):
-                out.append("      <skipped message=%s/>" % quoteattr("%s: %s" % (res["status"], _one_line(res["message"]))))
+                out.append("      <skipped message=%s/>"
+                           % quoteattr("%s: %s" % (res["status"], _one_line(res["message"]))))
             else:
                 out.append("      <system-out>%s</system-out>" % xml_escape("%s: %s" % (res["status"], body)))
             out.append("    </testcase>")
@@ -170,7 +187,8 @@ header p{margin:4px 0 0;color:#c4cad6}main{padding:20px 28px;max-width:1400px}
 h2{margin:28px 0 10px;font-size:17px}table{border-collapse:collapse;background:#fff;width:100%}
 th,td{border:1px solid #dde1e8;padding:5px 8px;text-align:left;vertical-align:top}
 th{background:#eef0f4;font-weight:600}td.c{text-align:center;white-space:nowrap}
-.st{display:inline-block;min-width:56px;padding:1px 6px;border-radius:4px;font-weight:600;font-size:12px;text-align:center}
+.st{display:inline-block;min-width:56px;padding:1px 6px;border-radius:4px;font-weight:600;font-size:12px;
+text-align:center}
 .pass{background:#d8f3df;color:#125c2a}.fail{background:#fbd5d5;color:#8a1212}.warn{background:#fff0c2;color:#6b4e00}
 .pending{background:#dbe9ff;color:#123e86}.skip{background:#eceef2;color:#59606e}.error{background:#f5d0f0;color:#6c0b61}
 details{background:#fff;border:1px solid #dde1e8;border-radius:6px;margin:6px 0;padding:6px 10px}
@@ -202,7 +220,7 @@ def render_html(doc):
         parts.append('<th title="%s">%s</th>' % (e(cid), e(cid.replace(".", ".\u200b"))))
     parts.append("</tr>")
     for host in doc["hosts"]:
-        by_id = dict((r["id"], r) for r in host["checks"])
+        by_id = {r["id"]: r for r in host["checks"]}
         parts.append('<tr><td><a href="#host-%s">%s</a></td>' % (e(host["host"]), e(host["host"])))
         if not host["checks"]:
             parts.append('<td colspan="%d">%s %s</td></tr>' % (
@@ -213,7 +231,8 @@ def render_html(doc):
             if res is None:
                 parts.append('<td class="c muted">-</td>')
             else:
-                parts.append('<td class="c" title="%s">%s</td>' % (e(_one_line(res["message"], 300)), _st(res["status"])))
+                parts.append('<td class="c" title="%s">%s</td>'
+                             % (e(_one_line(res["message"], 300)), _st(res["status"])))
         parts.append("</tr>")
     parts.append("</table>")
     # Per host.
@@ -226,7 +245,8 @@ def render_html(doc):
         if host.get("error"):
             parts.append("<p>%s %s</p>" % (_st("error"), e(host["error"])))
         for res in sorted(host["checks"], key=lambda r: (STATUS_ORDER.index(r["status"]), r["id"])):
-            parts.append("<details%s><summary>%s <b>%s</b> &middot; %s <span class=\"muted\">[%s]%s</span></summary>" % (
+            parts.append("<details%s><summary>%s <b>%s</b> &middot; %s <span class=\"muted\">[%s]%s</span>"
+                         "</summary>" % (
                 " open" if res["status"] in ("fail", "error") else "", _st(res["status"]), e(res["id"]),
                 e(res["title"]), e(res["severity"]), " &middot; reboot required" if res["reboot_required"] else ""))
             parts.append("<dl><dt>current</dt><dd>%s</dd><dt>expected</dt><dd>%s</dd><dt>result</dt><dd>%s</dd>"
@@ -239,9 +259,11 @@ def render_html(doc):
             if res["items"]:
                 parts.append("<table><tr><th>item</th><th>status</th><th>current</th><th>expected</th><th>note</th></tr>")
                 for item in res["items"]:
-                    parts.append("<tr><td><code>%s</code></td><td class=\"c\">%s</td><td>%s</td><td>%s</td><td>%s</td></tr>"
-                                 % (e(str(item.get("name"))), _st(item.get("status", "skip")), e(str(item.get("current"))),
-                                    e(str(item.get("expected"))), e(str(item.get("message") or ""))))
+                    parts.append("<tr><td><code>%s</code></td><td class=\"c\">%s</td><td>%s</td><td>%s</td>"
+                                 "<td>%s</td></tr>"
+                                 % (e(str(item.get("name"))), _st(item.get("status", "skip")),
+                                    e(str(item.get("current"))), e(str(item.get("expected"))),
+                                    e(str(item.get("message") or ""))))
                 parts.append("</table>")
             parts.append("</details>")
         parts.append("</section>")

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Generate docs/checks.md from the check catalogue and the default policy.
+
+The catalogue (module_utils/pvetune/catalogue.py CATALOGUE) and the policy
+(module_utils/pvetune/policy.py DEFAULT_POLICY, validate_policy) are the only
+sources: every text below comes from them, with the default policy's values
+filled into the templates.  POLICY_DOCS describes each key's meaning, the
+rule validate_policy enforces for it and the checks it affects; generation
+fails when a key is missing there (or described but no longer in the policy),
+or when a catalogue template uses a key whose entry does not name that check.
+
+Usage: scripts/gen_docs.py [--output FILE] [--check]
+  --check   do not write; exit 1 when FILE (default docs/checks.md) differs from what would be written
+"""
+
+import argparse
+import difflib
+import json
+import os
+import string
+import sys
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "tests"))
+import conftest  # noqa: E402,F401  (makes ansible.module_utils.pvetune importable)
+
+from ansible.module_utils.pvetune.catalogue import CATALOGUE, STATUSES, policy_context  # noqa: E402
+from ansible.module_utils.pvetune.policy import DEFAULT_POLICY, MRRS_SIZES, SEVERITIES, merge_policy  # noqa: E402
+
+DEFAULT_OUTPUT = os.path.join(TOP, "docs", "checks.md")
+
+# What each status means (docs/DESIGN.md "Result").
+STATUS_DOCS = {
+    "pass": "the host matches the policy",
+    "fail": "it does not; `reboot_required` says whether the fix needs a reboot",
+    "warn": "acceptable but worth a look (an accepted fallback, a link below its speed at idle, a next boot that "
+            "would leave the kernel series)",
+    "pending": "the fix is configured but only takes effect after the next reboot (boot arguments in the boot loader "
+               "but not on /proc/cmdline, a kernel pinned but not running)",
+    "skip": "the check does not apply (no NVIDIA GPU, not an AMD CPU, `skip_checks`, ...) and says why",
+    "error": "an input could not be read or parsed; the message names the file. The other checks are still "
+             "evaluated",
+}
+
+# key -> (what it means, the rule validate_policy enforces)
+POLICY_DOCS = {
+    "amd_pstate_mode": ("amd_pstate mode the host should run; `amd_pstate=<mode>` is the kernel argument "
+                        "cpu.scaling_driver looks for.",
+                        "one of `active`, `passive`, `guided`",
+                        ["cpu.scaling_driver"]),
+    "scaling_driver": ("cpufreq driver every policy should report (scaling_driver).",
+                       "a lower-case driver name: a letter, then letters, digits, `_` or `-` (32 characters at most)",
+                       ["cpu.scaling_driver"]),
+    "scaling_driver_fallback": ("Drivers accepted instead of `scaling_driver` (e.g. no CPPC in the firmware): "
+                                "cpu.scaling_driver reports them as warn, not fail.",
+                                "a list of driver names (same rule as `scaling_driver`)",
+                                ["cpu.scaling_driver"]),
+    "governor": ("cpufreq governor every policy should use.",
+                 "a lower-case word: a letter, then letters, digits, `_` or `-` (32 characters at most)",
+                 ["cpu.governor"]),
+    "epp": ("energy_performance_preference every policy that has one should use.",
+            "a lower-case word (same rule as `governor`)",
+            ["cpu.epp"]),
+    "max_cstate": ("Deepest allowed C-state (1 = C1; POLL is always allowed); `processor.max_cstate=<n>` must be "
+                   "effective and no deeper idle state enabled.",
+                   "an integer 0-9 (not a boolean, not a string)",
+                   ["cpu.cstates"]),
+    "numa_balancing": ("Required value of kernel.numa_balancing, at runtime and persisted in sysctl.d.",
+                       "the integer 0 or 1 (not a boolean, not a float, not a string)",
+                       ["kernel.numa_balancing"]),
+    "pcie_mrrs": ("PCIe Max Read Request Size, in bytes, every NVIDIA function must use.",
+                  "an integer, one of %s" % ", ".join(str(s) for s in MRRS_SIZES),
+                  ["pcie.mrrs"]),
+    "pcie_vendor": ("PCI vendor id of the GPUs the PCIe and NVIDIA checks look at.",
+                    "`0x` and four lower-case hex digits (like `0x10de`)",
+                    ["pcie.mrrs", "pcie.link", "nvidia.driver"]),
+    "pcie_class_prefix": ("PCI class prefix of those functions (`0x03`: display controllers).",
+                          "`0x` and 2-6 lower-case hex digits (like `0x03` or `0x0302`)",
+                          ["pcie.mrrs", "pcie.link", "nvidia.driver"]),
+    "kernel_series": ("Kernel series the host should run (and boot next); empty disables kernel.version.",
+                      "`<major>.<minor>` (1-2 and 1-3 digits, like `6.14`) or the empty string",
+                      ["kernel.version"]),
+    "kernel_package": ("Package that provides the series (named in the remediation).",
+                       "a Debian package name: lower-case letters, digits, `.`, `+`, `-`; 2-81 characters, starting "
+                       "with a letter or digit",
+                       ["kernel.version"]),
+    "cmdline_required": ("Kernel arguments that must be configured in the active boot loader and present on "
+                         "/proc/cmdline (boot.cmdline; the last occurrence of a key wins).",
+                         "a list of plain kernel arguments: `key` or `key=value`; key `[A-Za-z0-9_][A-Za-z0-9_.-]` "
+                         "(64 characters at most), value `[A-Za-z0-9_.,:/+@-]` (1-190 characters). No spaces, "
+                         "quotes, `$`, `;`, `=` in the value, newlines or other characters a shell or boot loader "
+                         "would interpret",
+                         ["boot.cmdline"]),
+    "cmdline_forbidden": ("Kernel arguments that must not be configured or effective: a key forbids every value, "
+                          "`key=value` only that value.",
+                          "a list of plain kernel arguments (same rule as `cmdline_required`)",
+                          ["boot.cmdline"]),
+    "lxc_check": ("Check the NVIDIA device allow lines of every CT config (lxc.gpu_devices).",
+                  "`true` or `false` (a boolean, not 0/1 or a string)",
+                  ["lxc.gpu_devices"]),
+    "nvidia_persistence": ("Require persistence mode on every GPU when nvidia-smi output is available "
+                           "(nvidia.driver).",
+                           "`true` or `false`",
+                           ["nvidia.driver"]),
+    "skip_checks": ("Checks not to evaluate at all, with the reason shown in their skip result.",
+                    "a mapping of check id (one of the ids above) to a reason string",
+                    []),
+}
+
+
+def _cell(text):
+    """Text for a Markdown table cell."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _value(value):
+    return "`%s`" % json.dumps(value)
+
+
+def _template_keys(entry):
+    """Policy keys a catalogue entry's templates use ({cmdline_required_str} is cmdline_required)."""
+    keys = set()
+    for field in ("title", "expected", "remediation"):
+        for _text, name, _spec, _conv in string.Formatter().parse(entry[field]):
+            if name:
+                keys.add(name[:-4] if name.endswith("_str") else name)
+    return keys
+
+
+def render():
+    unknown = sorted(set(POLICY_DOCS) - set(DEFAULT_POLICY))
+    missing = sorted(set(DEFAULT_POLICY) - set(POLICY_DOCS))
+    if unknown or missing:
+        raise SystemExit("gen_docs.py: POLICY_DOCS out of sync with DEFAULT_POLICY (missing: %s; not in the policy: %s)"
+                         % (", ".join(missing) or "-", ", ".join(unknown) or "-"))
+    if set(STATUS_DOCS) != set(STATUSES):
+        raise SystemExit("gen_docs.py: STATUS_DOCS out of sync with catalogue.STATUSES")
+    ids = [entry["id"] for entry in CATALOGUE]
+    for entry in CATALOGUE:
+        for key in _template_keys(entry):
+            if key not in POLICY_DOCS or entry["id"] not in POLICY_DOCS[key][2]:
+                raise SystemExit("gen_docs.py: %s uses policy key %s; list it in POLICY_DOCS[%r]"
+                                 % (entry["id"], key, key))
+    for key, (_meaning, _rule, used_by) in POLICY_DOCS.items():
+        if set(used_by) - set(ids):
+            raise SystemExit("gen_docs.py: POLICY_DOCS[%r] names unknown checks %s" % (key, set(used_by) - set(ids)))
+    policy = merge_policy(None)  # the defaults, validated
+    ctx = policy_context(policy)
+
+    def fill(text):
+        return text.format(**ctx)
+
+    out = [
+        "# pvetune checks and policy",
+        "",
+        "<!-- Generated by scripts/gen_docs.py from module_utils/pvetune/catalogue.py and "
+        "module_utils/pvetune/policy.py. Do not edit: run `python scripts/gen_docs.py`. "
+        "tests/unit/test_docs.py runs it with --check. -->",
+        "",
+        "Every check pvetune's audit evaluates (`ansible-playbook audit.yml`, module `pvetune_facts`), with the "
+        "expected values of the default policy. Site policies override the policy keys below "
+        "(`pvetune_policy` in the inventory); the audit reports the expected values of the effective policy.",
+        "",
+        "## Checks",
+        "",
+        "| id | severity | title | expected (default policy) | fix tag | reboot |",
+        "|---|---|---|---|---|---|",
+    ]
+    for entry in CATALOGUE:
+        out.append("| [`%s`](#%s) | %s | %s | %s | %s | %s |" % (
+            entry["id"], entry["id"].replace(".", ""), entry["severity"], _cell(fill(entry["title"])),
+            _cell(fill(entry["expected"])), "`%s`" % entry["fix_tag"] if entry["fix_tag"] else "-",
+            _cell(entry["reboot"])))
+    out += [
+        "",
+        "Severities, highest first: %s. A host fails the audit when a check at or above `pvetune_fail_on` "
+        "(default `high`) is `fail` or `error`, or when it cannot be audited." % ", ".join(
+            "`%s`" % s for s in SEVERITIES),
+        "",
+        "The fix tag is the `fix.yml` tag that changes the setting (`ansible-playbook fix.yml --tags <tag>`); "
+        "`-` means pvetune reports but does not fix it. Reboot says whether the fix needs one.",
+        "",
+        "Statuses:",
+        "",
+    ]
+    out += ["- `%s`: %s." % (s, STATUS_DOCS[s]) for s in STATUSES]
+    out += ["", "## Check details", ""]
+    for entry in CATALOGUE:
+        out += [
+            "### %s" % entry["id"],
+            "",
+            "**%s**" % fill(entry["title"]),
+            "",
+            "- severity: `%s`" % entry["severity"],
+            "- fix tag: %s" % ("`%s`" % entry["fix_tag"] if entry["fix_tag"] else "none (reported only)"),
+            "- reboot: %s" % entry["reboot"],
+            "- expected: %s" % fill(entry["expected"]),
+            "",
+            "Why it matters: %s" % entry["rationale"],
+            "",
+            "Remediation: %s" % fill(entry["remediation"]),
+            "",
+        ]
+    out += [
+        "## Policy keys",
+        "",
+        "Set in the inventory as `pvetune_policy` (a mapping); every key is optional and overrides the default "
+        "key by key (lists and mappings are replaced, not merged). `validate_policy` rejects unknown keys and any "
+        "value outside the rule before the audit or a fix reads anything, because these values end up on kernel "
+        "command lines, in GRUB files, sysctl files and setpci arguments.",
+        "",
+        "| key | default | accepted values | used in |",
+        "|---|---|---|---|",
+    ]
+    for key in sorted(DEFAULT_POLICY):
+        used = [cid for cid in ids if cid in POLICY_DOCS[key][2]]  # catalogue order
+        out.append("| `%s` | %s | %s | %s |" % (
+            key, _cell(_value(DEFAULT_POLICY[key])), _cell(POLICY_DOCS[key][1]),
+            ", ".join("`%s`" % u for u in used) or "every check"))
+    out += ["", "### Policy key details", ""]
+    for key in sorted(DEFAULT_POLICY):
+        meaning, rule, _used = POLICY_DOCS[key]
+        out += [
+            "- `%s` (default %s): %s Accepted: %s." % (key, _value(DEFAULT_POLICY[key]), meaning, rule),
+        ]
+    out += ["", "Example (inventory `group_vars`):", "", "```yaml", "pvetune_policy:"]
+    out += ["  kernel_series: \"%s\"" % DEFAULT_POLICY["kernel_series"],
+            "  cmdline_required: [%s]" % ", ".join(DEFAULT_POLICY["cmdline_required"] + ["iommu=pt"]),
+            "  skip_checks:",
+            "    pcie.mrrs: \"GPUs are passed through to VMs on this host\"",
+            "```", ""]
+    return "\n".join(out)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", default=DEFAULT_OUTPUT)
+    parser.add_argument("--check", action="store_true", help="exit 1 if --output is not up to date; write nothing")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        try:
+            with open(args.output, "r", encoding="utf-8") as handle:
+                current = handle.read()
+        except OSError as exc:
+            current = ""
+            print("%s: %s" % (args.output, exc.strerror), file=sys.stderr)
+        if current != text:
+            diff = difflib.unified_diff(current.splitlines(True), text.splitlines(True),
+                                        "%s (committed)" % args.output, "%s (generated)" % args.output, n=1)
+            sys.stderr.writelines(list(diff)[:80])
+            print("%s is stale: run python scripts/gen_docs.py" % args.output, file=sys.stderr)
+            return 1
+        print("%s: up to date" % args.output)
+        return 0
+    with open(args.output, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    print("wrote %s" % args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

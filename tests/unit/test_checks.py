@@ -1,0 +1,644 @@
+"""Tests for module_utils/pvetune/checks.py: every evaluator on hand-built facts.
+
+``good_facts()`` is a host that passes every check (AMD EPYC, amd-pstate-epp, two GPUs at
+MaxReadReq 4096, kernel 6.14, systemd-boot).  Each scenario changes a few facts and states the
+status (and part of the message) the check must give.  ``EXPECTED_STATUSES`` lists, per check id,
+every status its evaluator can return; a test makes sure each one is exercised.
+"""
+import copy
+
+import pytest
+from ansible.module_utils.pvetune import checks
+from ansible.module_utils.pvetune.catalogue import BY_ID, CATALOGUE, STATUSES
+from ansible.module_utils.pvetune.checks import _arg_state, evaluate, summarize
+from ansible.module_utils.pvetune.policy import merge_policy
+
+RESULT_KEYS = {"id", "title", "severity", "status", "current", "expected", "reboot_required", "message",
+               "rationale", "remediation", "fix_tag", "evidence", "items"}
+ITEM_KEYS = {"name", "status", "current", "expected", "message"}
+GPU_BDFS = ("0000:01:00.0", "0000:21:00.0")
+
+
+def _policy(n, **over):
+    pol = {"driver": "amd-pstate-epp", "governor": "performance", "available_governors": ["performance", "powersave"],
+           "epp": "performance",
+           "available_epp": ["default", "performance", "balance_performance", "balance_power", "power"],
+           "affected_cpus": str(n)}
+    pol.update(over)
+    return pol
+
+
+def _state(name, latency, enabled, disabled):
+    return {"name": name, "latency_us": latency, "enabled_cpus": "0-%d" % (enabled - 1) if enabled else "",
+            "enabled_count": enabled, "disabled_count": disabled}
+
+
+def _gpu(bdf, **over):
+    gpu = {"bdf": bdf, "is_gpu": True, "driver": "nvidia", "error": None, "mrrs": 4096, "mps": 256,
+           "devcap_mps": 256, "lnkcap_speed": "32GT/s", "lnkcap_width": 16, "lnksta_speed": "32GT/s",
+           "lnksta_width": 16}
+    gpu.update(over)
+    return gpu
+
+
+def good_facts():
+    cmdline = ["BOOT_IMAGE=/vmlinuz-6.14.8-2-pve", "root=ZFS=rpool/ROOT/pve-1", "boot=zfs", "amd_pstate=active",
+               "processor.max_cstate=1", "iommu=pt"]
+    return {
+        "schema": 1, "root": "/", "errors": [],
+        "host": {"hostname": "pve-test", "snapshot": None, "live": True},
+        "cpu": {"vendor": "AuthenticAMD", "model": "AMD EPYC 9335 32-Core Processor", "amd_pstate_status": "active",
+                "online": "0-3", "policies": {"policy%d" % n: _policy(n) for n in range(4)},
+                "offline_policies": [], "errors": [], "evidence": ["/proc/cpuinfo: AMD EPYC"]},
+        "cpuidle": {"driver": "acpi_idle", "governor": "menu", "max_cstate_param": "1", "intel_max_cstate_param": None,
+                    "states": {"state0": _state("POLL", 0, 4, 0), "state1": _state("C1", 1, 4, 0),
+                               "state2": _state("C2", 400, 0, 4)},
+                    "cpu_count": 4, "cpus_with_states": 4, "errors": [], "evidence": ["cpuidle"]},
+        "cmdline": {"raw": " ".join(cmdline), "args": list(cmdline)},
+        "boot": {"loader": "systemd-boot", "rule": "pbt-status", "config_path": "/etc/kernel/cmdline",
+                 "configured_args": list(cmdline[1:]), "evidence": ["boot loader: systemd-boot"]},
+        "sysctl": {"kernel.numa_balancing": {"runtime": "0",
+                                             "persisted": {"value": "0", "file": "/etc/sysctl.d/90-pvetune.conf",
+                                                           "line": 2},
+                                             "files": ["/etc/sysctl.d/90-pvetune.conf"]},
+                   "errors": []},
+        "pci": {"functions": [_gpu(b) for b in GPU_BDFS], "evidence": ["2 functions"]},
+        "kernel": {"running": "6.14.8-2-pve", "installed": ["6.8.12-4-pve", "6.14.8-2-pve"],
+                   "next_boot_kernel": "6.14.8-2-pve", "next_boot_rule": "pin", "evidence": ["uname"]},
+        "lxc": {"present": True, "host_majors": {"nvidia": 195, "nvidia-uvm": 511},
+                "cts": [{"ctid": "101", "uses_nvidia": True, "status": "pass", "messages": [],
+                         "path": "/etc/pve/lxc/101.conf"},
+                        {"ctid": "102", "uses_nvidia": False, "status": "skip", "messages": ["no NVIDIA"],
+                         "path": "/etc/pve/lxc/102.conf"}],
+                "evidence": ["/etc/pve/lxc/*.conf: 2 CT configs"]},
+        "nvidia": {"version": {"version": "580.95.05", "open": True},
+                   "smi": {"driver": "580.95.05", "format": "csv",
+                           "gpus": [{"bus_id": "00000000:%s" % b[5:], "persistence": True} for b in GPU_BDFS]},
+                   "smi_reason": None, "evidence": ["/proc/driver/nvidia/version: 580.95.05"]},
+        "iommu": {"units": ["ivhd0"], "groups": 40, "default_domain_type": "identity", "evidence": ["iommu"]},
+    }
+
+
+DEFAULT = merge_policy(None)
+
+
+def by_id(results):
+    return {r["id"]: r for r in results}
+
+
+def run_check(facts, policy=None, check_id=None):
+    return by_id(evaluate(facts, merge_policy(policy) if policy is not None else DEFAULT, only={check_id}))[check_id]
+
+
+# -- mutation helpers ----------------------------------------------------------------------------------------
+def setv(path, value):
+    """Set facts[path[0]][path[1]]... = value (path is a tuple; a missing parent is created)."""
+    def apply(facts):
+        node = facts
+        for key in path[:-1]:
+            node = node.setdefault(key, {}) if isinstance(node, dict) else node[key]
+        node[path[-1]] = value
+    return apply
+
+
+def delv(path):
+    def apply(facts):
+        node = facts
+        for key in path[:-1]:
+            node = node[key]
+        del node[path[-1]]
+    return apply
+
+
+def all_policies(key, value):
+    def apply(facts):
+        for pol in facts["cpu"]["policies"].values():
+            pol[key] = value
+    return apply
+
+
+def args(effective=None, configured=None):
+    """Replace /proc/cmdline args and/or the boot loader's configured args."""
+    def apply(facts):
+        if effective is not None:
+            facts["cmdline"] = {"raw": " ".join(effective), "args": list(effective)}
+        if configured is not None:
+            facts["boot"]["configured_args"] = None if configured == "unknown" else list(configured)
+    return apply
+
+
+def gpus(*overrides):
+    """GPU i gets overrides[i] (dicts)."""
+    def apply(facts):
+        for gpu, over in zip(facts["pci"]["functions"], overrides):
+            gpu.update(over)
+    return apply
+
+
+SECTION_ERROR = "/some/path: Permission denied"
+BASE_EFF = ["BOOT_IMAGE=/vmlinuz", "root=ZFS=rpool/ROOT/pve-1", "iommu=pt"]
+BASE_CONF = ["root=ZFS=rpool/ROOT/pve-1", "iommu=pt"]
+
+# (check id, status, [mutations], policy overrides, message fragment, reboot_required or None)
+SCENARIOS = [
+    # -- cpu.scaling_driver ----------------------------------------------------------------------------------
+    ("cpu.scaling_driver", "pass", [], None, "every policy uses amd-pstate-epp", False),
+    ("cpu.scaling_driver", "skip", [setv(("cpu", "vendor"), "GenuineIntel"),
+                                    setv(("cpu", "model"), "Intel(R) Xeon(R) Platinum 8480+"),
+                                    all_policies("driver", "intel_pstate")], None,
+     "not an AMD CPU (Intel(R) Xeon(R) Platinum 8480+): amd_pstate does not apply", False),
+    ("cpu.scaling_driver", "error", [setv(("cpu",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    ("cpu.scaling_driver", "fail", [all_policies("driver", "acpi-cpufreq"), setv(("cpu", "amd_pstate_status"), None),
+                                    args(BASE_EFF, BASE_CONF)], None,
+     "driver is acpi-cpufreq; add amd_pstate=active to the kernel command line and reboot", True),
+    ("cpu.scaling_driver", "fail", [all_policies("driver", "acpi-cpufreq"), setv(("cpu", "amd_pstate_status"), None)],
+     None, "amd_pstate=active is on /proc/cmdline but the driver is acpi-cpufreq: amd_pstate did not load "
+           "(is CPPC enabled in the BIOS?)", True),
+    ("cpu.scaling_driver", "pending", [all_policies("driver", "acpi-cpufreq"),
+                                       setv(("cpu", "amd_pstate_status"), None),
+                                       args(BASE_EFF, BASE_CONF + ["amd_pstate=active"])], None,
+     "amd_pstate=active is configured in the boot loader but not on /proc/cmdline yet: reboot", True),
+    ("cpu.scaling_driver", "fail", [all_policies("driver", "amd-pstate"), setv(("cpu", "amd_pstate_status"), "passive"),
+                                    args(BASE_EFF + ["amd_pstate=passive"], BASE_CONF + ["amd_pstate=passive"])], None,
+     "amd_pstate is loaded in passive mode; switch at runtime with 'echo active > "
+     "/sys/devices/system/cpu/amd_pstate/status' and configure amd_pstate=active for the next boot", True),
+    # runtime-switchable, and amd_pstate=active already effective: no reboot needed for the switch
+    ("cpu.scaling_driver", "fail", [all_policies("driver", "amd-pstate"), setv(("cpu", "amd_pstate_status"), "guided")],
+     None, "amd_pstate is loaded in guided mode", False),
+    ("cpu.scaling_driver", "warn", [all_policies("driver", "acpi-cpufreq"), setv(("cpu", "amd_pstate_status"), None)],
+     {"scaling_driver_fallback": ["acpi-cpufreq"]},
+     "acpi-cpufreq is accepted by this host's policy (scaling_driver_fallback) instead of amd-pstate-epp", False),
+    ("cpu.scaling_driver", "fail", [setv(("cpu", "policies"), {}), setv(("cpu", "amd_pstate_status"), None)], None,
+     "no cpufreq driver is active; expected amd-pstate-epp", True),
+    ("cpu.scaling_driver", "fail", [setv(("cpu", "policies", "policy3", "driver"), "acpi-cpufreq")], None,
+     "driver is acpi-cpufreq, amd-pstate-epp", True),
+    # -- cpu.governor ----------------------------------------------------------------------------------------
+    ("cpu.governor", "pass", [], None, "all 4 policies use performance", False),
+    ("cpu.governor", "fail", [setv(("cpu", "policies", "policy2", "governor"), "powersave")], None,
+     "1 of 4 policies are not on performance", False),
+    ("cpu.governor", "fail", [all_policies("governor", "powersave")], {"governor": "schedutil"},
+     "4 of 4 policies are not on schedutil; schedutil is not offered by the driver on policy0, policy1, policy2, "
+     "policy3", False),
+    ("cpu.governor", "fail", [setv(("cpu", "policies", "policy1", "governor"), None)], None,
+     "1 of 4 policies are not on performance", False),
+    ("cpu.governor", "skip", [setv(("cpu", "policies"), {})], None, "no cpufreq policies", False),
+    ("cpu.governor", "error", [setv(("cpu",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    # -- cpu.epp ---------------------------------------------------------------------------------------------
+    ("cpu.epp", "pass", [], None, "all 4 policies prefer performance", False),
+    ("cpu.epp", "fail", [all_policies("epp", "balance_power")], None, "4 of 4 policies do not prefer performance",
+     False),
+    ("cpu.epp", "skip", [all_policies("epp", None), all_policies("driver", "acpi-cpufreq")], None,
+     "the cpufreq driver (acpi-cpufreq) offers no energy_performance_preference", False),
+    ("cpu.epp", "error", [setv(("cpu",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    # -- cpu.cstates -----------------------------------------------------------------------------------------
+    ("cpu.cstates", "pass", [], None, "processor.max_cstate=1 effective; nothing deeper than C1 enabled", False),
+    ("cpu.cstates", "fail", [setv(("cpuidle", "states", "state2"), _state("C2", 400, 4, 0))], None,
+     "enabled states deeper than C1: C2 (400us)", True),
+    ("cpu.cstates", "fail", [setv(("cpuidle", "max_cstate_param"), "8")], None,
+     "processor module max_cstate is 8", True),
+    ("cpu.cstates", "fail", [args(BASE_EFF, BASE_CONF)], None, "processor.max_cstate=1 is not on /proc/cmdline", True),
+    ("cpu.cstates", "fail", [args(BASE_EFF + ["processor.max_cstate=1"], BASE_CONF)], None,
+     "processor.max_cstate=1 is on /proc/cmdline but not configured in the boot loader: lost at the next boot", True),
+    ("cpu.cstates", "pending", [args(BASE_EFF, BASE_CONF + ["processor.max_cstate=1"]),
+                                setv(("cpuidle", "max_cstate_param"), "8"),
+                                setv(("cpuidle", "states", "state2"), _state("C2", 400, 4, 0))], None,
+     "processor.max_cstate=1 is configured in the boot loader; effective after reboot", True),
+    ("cpu.cstates", "fail", [setv(("cpuidle", "states", "state1"), _state("C1E", 2, 4, 0))], None,
+     "enabled states deeper than C1: C1E (2us)", True),
+    ("cpu.cstates", "pass", [setv(("cpuidle", "states", "state2"), _state("C2", 400, 4, 0)),
+                             setv(("cpuidle", "max_cstate_param"), "2"),
+                             args(BASE_EFF + ["processor.max_cstate=2"], BASE_CONF + ["processor.max_cstate=2"])],
+     {"max_cstate": 2}, "processor.max_cstate=2 effective; nothing deeper than C2 enabled", False),
+    # intel_idle names its ACPI C1 "C1_ACPI": that is C1, not deeper
+    ("cpu.cstates", "pass", [setv(("cpuidle", "states", "state1"), _state("C1_ACPI", 1, 4, 0))], None,
+     "nothing deeper than C1 enabled", False),
+    ("cpu.cstates", "error", [setv(("cpuidle",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    ("cpu.cstates", "error", [setv(("cmdline",), {"error": "/proc/cmdline: No such file or directory"})], None,
+     "cannot tell whether processor.max_cstate=1 is effective: /proc/cmdline: No such file or directory", False),
+    ("cpu.cstates", "fail", [setv(("cmdline",), {"error": "/proc/cmdline: No such file or directory"}),
+                             setv(("cpuidle", "states", "state2"), _state("C2", 400, 4, 0))], None,
+     "enabled states deeper than C1: C2 (400us); (/proc/cmdline unreadable", True),
+    # -- kernel.numa_balancing -------------------------------------------------------------------------------
+    ("kernel.numa_balancing", "pass", [], None, "numa_balancing is 0 and persisted", False),
+    ("kernel.numa_balancing", "fail", [setv(("sysctl", "kernel.numa_balancing", "persisted"), None)], None,
+     "numa_balancing is 0 now but not persisted: it returns to the kernel default at the next boot", False),
+    ("kernel.numa_balancing", "fail", [setv(("sysctl", "kernel.numa_balancing", "runtime"), "1"),
+                                       setv(("sysctl", "kernel.numa_balancing", "persisted"), None)], None,
+     "numa_balancing is 1 at runtime", False),
+    ("kernel.numa_balancing", "fail", [setv(("sysctl", "kernel.numa_balancing", "runtime"), "1")], None,
+     "numa_balancing is 1 at runtime although 0 is persisted (set it at runtime: sysctl -w kernel.numa_balancing=0)",
+     False),
+    ("kernel.numa_balancing", "pass", [setv(("sysctl", "kernel.numa_balancing", "persisted"), None),
+                                       args(BASE_EFF + ["numa_balancing=disable"],
+                                            BASE_CONF + ["numa_balancing=disable"])],
+     None, "numa_balancing is 0 and persisted", False),
+    ("kernel.numa_balancing", "pass", [setv(("sysctl", "kernel.numa_balancing", "runtime"), "1"),
+                                       setv(("sysctl", "kernel.numa_balancing", "persisted"),
+                                            {"value": "1", "file": "/etc/sysctl.conf", "line": 1})],
+     {"numa_balancing": 1}, "numa_balancing is 1 and persisted", False),
+    ("kernel.numa_balancing", "skip", [setv(("sysctl", "kernel.numa_balancing", "runtime"), None)], None,
+     "/proc/sys/kernel/numa_balancing does not exist", False),
+    ("kernel.numa_balancing", "error", [setv(("sysctl",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    # -- pcie.mrrs -------------------------------------------------------------------------------------------
+    ("pcie.mrrs", "pass", [], None, "all 2 GPUs at MaxReadReq 4096", False),
+    ("pcie.mrrs", "fail", [gpus({"mrrs": 512}, {"mrrs": 512})], None,
+     "2 of 2 GPUs below MaxReadReq 4096: 0000:01:00.0, 0000:21:00.0", False),
+    ("pcie.mrrs", "fail", [gpus({"mrrs": 512}, {"mrrs": None, "error": "cfg: short"})], None,
+     "1 of 2 GPUs below MaxReadReq 4096: 0000:01:00.0", False),
+    ("pcie.mrrs", "error", [gpus({}, {"mrrs": None, "error": "/sys/bus/pci/devices/0000:21:00.0/config: short"})],
+     None, "could not read 1 GPU config spaces: /sys/bus/pci/devices/0000:21:00.0/config: short", False),
+    ("pcie.mrrs", "error", [gpus({}, {"mrrs": None})], None, "no PCI Express capability found", False),
+    ("pcie.mrrs", "skip", [setv(("pci", "functions"), [])], None, "no NVIDIA GPU (vendor 0x10de, class 0x03xx) found",
+     False),
+    ("pcie.mrrs", "error", [setv(("pci",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    # -- pcie.link -------------------------------------------------------------------------------------------
+    ("pcie.link", "pass", [], None, "all 2 GPU links at capability", False),
+    ("pcie.link", "fail", [gpus({"lnksta_width": 8})], None, "1 GPU links narrower than their capability", False),
+    ("pcie.link", "warn", [gpus({"lnksta_speed": "2.5GT/s"})], None,
+     "1 of 2 GPUs below capable speed at full width", False),
+    ("pcie.link", "fail", [gpus({"lnksta_speed": "2.5GT/s"}, {"lnksta_width": 4, "lnksta_speed": "2.5GT/s"})], None,
+     "1 GPU links narrower", False),
+    ("pcie.link", "error", [gpus({"error": "/sys/bus/pci/devices/0000:01:00.0/config: 64 bytes"})], None,
+     "could not read 1 GPU links: /sys/bus/pci/devices/0000:01:00.0/config: 64 bytes", False),
+    ("pcie.link", "skip", [setv(("pci", "functions"), [])], None, "no NVIDIA GPU found", False),
+    ("pcie.link", "error", [setv(("pci",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    # -- kernel.version --------------------------------------------------------------------------------------
+    ("kernel.version", "pass", [], None, "running 6.14.8-2-pve", False),
+    ("kernel.version", "warn", [setv(("kernel", "next_boot_kernel"), "6.8.12-4-pve"),
+                                setv(("kernel", "next_boot_rule"), "newest-installed")], None,
+     "running 6.14.8-2-pve but the next boot would start 6.8.12-4-pve (newest-installed)", False),
+    ("kernel.version", "pending", [setv(("kernel", "running"), "6.8.12-4-pve")], None,
+     "6.14.8-2-pve is pinned; running 6.8.12-4-pve until the next reboot", True),
+    ("kernel.version", "pending", [setv(("kernel", "running"), "6.8.12-4-pve"),
+                                   setv(("kernel", "next_boot_rule"), "newest-installed")], None,
+     "6.14.8-2-pve is the default; running 6.8.12-4-pve", True),
+    ("kernel.version", "fail", [setv(("kernel", "running"), "6.8.12-4-pve"),
+                                setv(("kernel", "next_boot_kernel"), "6.8.12-4-pve")], None,
+     "running 6.8.12-4-pve; 6.14.8-2-pve installed but not pinned (next boot: 6.8.12-4-pve)", True),
+    ("kernel.version", "fail", [setv(("kernel", "running"), "6.8.12-4-pve"),
+                                setv(("kernel", "installed"), ["6.8.12-4-pve"]),
+                                setv(("kernel", "next_boot_kernel"), "6.8.12-4-pve")], None,
+     "running 6.8.12-4-pve; no 6.14 kernel installed (install proxmox-kernel-6.14)", True),
+    ("kernel.version", "fail", [setv(("kernel", "running"), "6.140.1-1-pve"), setv(("kernel", "installed"), []),
+                                setv(("kernel", "next_boot_kernel"), None)], None, "no 6.14 kernel installed", True),
+    ("kernel.version", "skip", [], {"kernel_series": ""}, "kernel_series is empty in the policy", False),
+    ("kernel.version", "error", [setv(("kernel",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    # -- boot.cmdline ----------------------------------------------------------------------------------------
+    ("boot.cmdline", "pass", [], None, "all required args configured in /etc/kernel/cmdline and effective", False),
+    ("boot.cmdline", "pending", [args(BASE_EFF, BASE_CONF + ["amd_pstate=active", "processor.max_cstate=1"])], None,
+     "configured in /etc/kernel/cmdline; effective after the next reboot", True),
+    ("boot.cmdline", "fail", [args(BASE_EFF, BASE_CONF)], None,
+     "amd_pstate=active: not configured in /etc/kernel/cmdline; processor.max_cstate=1: not configured", True),
+    ("boot.cmdline", "fail", [args(BASE_EFF + ["amd_pstate=active", "processor.max_cstate=1"],
+                                   BASE_CONF + ["processor.max_cstate=1"])], None,
+     "amd_pstate=active: on /proc/cmdline but not configured in /etc/kernel/cmdline: lost at next boot", True),
+    ("boot.cmdline", "fail", [args(BASE_EFF + ["amd_pstate=passive", "processor.max_cstate=1"],
+                                   BASE_CONF + ["amd_pstate=passive", "processor.max_cstate=1"])], None,
+     "amd_pstate=active: not configured in /etc/kernel/cmdline (found conflicting amd_pstate=passive)", True),
+    ("boot.cmdline", "fail", [], {"cmdline_forbidden": ["iommu=pt"]}, "no iommu=pt: remove it from /etc/kernel/cmdline",
+     True),
+    ("boot.cmdline", "pass", [], {"cmdline_forbidden": ["nomodeset", "iommu=off"]},
+     "all required args configured", False),
+    ("boot.cmdline", "pass", [args(configured="unknown")], None, "all required args configured", False),
+    ("boot.cmdline", "error", [setv(("boot",), {"error": "/etc/default/grub:3: cannot evaluate $(...)"})], None,
+     "/etc/default/grub:3: cannot evaluate", False),
+    ("boot.cmdline", "error", [setv(("cmdline",), {"error": "/proc/cmdline: No such file or directory"})], None,
+     "cannot tell which args are effective: /proc/cmdline: No such file or directory", False),
+    # -- lxc.gpu_devices -------------------------------------------------------------------------------------
+    ("lxc.gpu_devices", "pass", [], None, "1 GPU CTs allow the current NVIDIA majors", False),
+    ("lxc.gpu_devices", "fail", [setv(("lxc", "cts", 0, "status"), "fail"),
+                                 setv(("lxc", "cts", 0, "messages"), ["line 14 'c 509:* rwm': stale"])], None,
+     "CT 101: line 14 'c 509:* rwm': stale", False),
+    ("lxc.gpu_devices", "error", [setv(("lxc", "cts", 0, "status"), "error"),
+                                  setv(("lxc", "cts", 0, "messages"), ["/etc/pve/lxc/101.conf: Is a directory"])], None,
+     "CT 101: /etc/pve/lxc/101.conf: Is a directory", False),
+    ("lxc.gpu_devices", "warn", [setv(("lxc", "cts", 0, "status"), "warn"),
+                                 setv(("lxc", "cts", 0, "messages"), ["host NVIDIA device nodes unknown"])], None,
+     "CT 101: host NVIDIA device nodes unknown", False),
+    ("lxc.gpu_devices", "skip", [], {"lxc_check": False}, "lxc_check is off in the policy", False),
+    ("lxc.gpu_devices", "skip", [setv(("lxc",), {"present": False, "cts": [], "evidence": []})], None,
+     "no /etc/pve/lxc directory", False),
+    ("lxc.gpu_devices", "skip", [setv(("lxc", "cts", 0, "uses_nvidia"), False)], None,
+     "no CT config passes NVIDIA devices", False),
+    ("lxc.gpu_devices", "error", [setv(("lxc",), {"error": "/proc/devices: NVIDIA device state unavailable"})], None,
+     "/proc/devices: NVIDIA device state unavailable", False),
+    # -- nvidia.driver ---------------------------------------------------------------------------------------
+    ("nvidia.driver", "pass", [], None, "driver 580.95.05, persistence mode on every GPU", False),
+    ("nvidia.driver", "fail", [setv(("nvidia", "smi", "gpus", 1, "persistence"), False)], None,
+     "persistence mode off on 1 GPUs", False),
+    ("nvidia.driver", "fail", [setv(("nvidia", "version"), None)], None,
+     "/proc/driver/nvidia/version is missing: the NVIDIA driver is not loaded", False),
+    ("nvidia.driver", "pass", [setv(("nvidia", "smi"), None),
+                               setv(("nvidia", "smi_reason"), "nvidia-smi not installed")],
+     None, "driver 580.95.05 loaded; persistence mode not checked (nvidia-smi not installed)", False),
+    ("nvidia.driver", "pass", [setv(("nvidia", "smi", "gpus", 1, "persistence"), False)], {"nvidia_persistence": False},
+     "driver 580.95.05 loaded", False),
+    ("nvidia.driver", "skip", [setv(("pci", "functions"), [])], None, "no NVIDIA GPU found", False),
+    ("nvidia.driver", "skip", [gpus({"driver": "vfio-pci"}, {"driver": "vfio-pci"})], None,
+     "all NVIDIA GPUs are bound to vfio-pci", False),
+    ("nvidia.driver", "error", [setv(("nvidia",), {"error": "/proc/devices: Permission denied"})], None,
+     "/proc/devices: Permission denied", False),
+    # -- iommu.mode (informational: pass unless unreadable) --------------------------------------------------
+    ("iommu.mode", "pass", [], None, "IOMMU on in passthrough mode for host devices", False),
+    ("iommu.mode", "pass", [setv(("iommu", "default_domain_type"), "DMA-FQ"), args(BASE_EFF[:2], BASE_CONF[:1])], None,
+     "IOMMU translates host DMA (DMA-FQ); iommu=pt avoids that overhead", False),
+    ("iommu.mode", "pass", [setv(("iommu", "units"), []), setv(("iommu", "groups"), 0)], None, "IOMMU off", False),
+    ("iommu.mode", "error", [setv(("iommu",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+]
+
+EXPECTED_STATUSES = {
+    "cpu.scaling_driver": {"pass", "fail", "warn", "pending", "skip", "error"},
+    "cpu.governor": {"pass", "fail", "skip", "error"},
+    "cpu.epp": {"pass", "fail", "skip", "error"},
+    "cpu.cstates": {"pass", "fail", "pending", "error"},
+    "kernel.numa_balancing": {"pass", "fail", "skip", "error"},
+    "pcie.mrrs": {"pass", "fail", "skip", "error"},
+    "pcie.link": {"pass", "fail", "warn", "skip", "error"},
+    "kernel.version": {"pass", "fail", "warn", "pending", "skip", "error"},
+    "boot.cmdline": {"pass", "fail", "pending", "error"},
+    "lxc.gpu_devices": {"pass", "fail", "warn", "skip", "error"},
+    "nvidia.driver": {"pass", "fail", "skip", "error"},
+    "iommu.mode": {"pass", "error"},
+}
+
+
+def _scenario_id(scenario):
+    return "%s-%s-%s" % (scenario[0], scenario[1], abs(hash(scenario[4])) % 10000)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[_scenario_id(s) for s in SCENARIOS])
+def test_scenario(scenario):
+    check_id, status, mutations, overrides, fragment, reboot = scenario
+    facts = good_facts()
+    for mutate in mutations:
+        mutate(facts)
+    res = run_check(facts, overrides, check_id)
+    assert res["status"] == status, res["message"]
+    assert fragment in res["message"]
+    assert res["reboot_required"] is reboot
+    assert set(res) == RESULT_KEYS
+    for item in res["items"]:
+        assert set(item) == ITEM_KEYS, item
+        assert item["status"] in STATUSES
+
+
+def test_every_check_and_status_has_a_scenario():
+    assert set(EXPECTED_STATUSES) == set(BY_ID)
+    seen = {}
+    for check_id, status, *_ in SCENARIOS:
+        seen.setdefault(check_id, set()).add(status)
+    assert seen == EXPECTED_STATUSES
+
+
+def test_good_facts_pass_everything():
+    results = evaluate(good_facts(), DEFAULT)
+    assert [r["id"] for r in results] == [c["id"] for c in CATALOGUE]
+    assert {r["id"]: r["status"] for r in results} == {c["id"]: "pass" for c in CATALOGUE}
+    assert summarize(results) == {"counts": {"pass": 12, "fail": 0, "warn": 0, "pending": 0, "skip": 0, "error": 0},
+                                  "failing": [], "reboot_required": False}
+
+
+def test_results_carry_the_catalogue_texts_with_policy_values():
+    policy = merge_policy({"pcie_mrrs": 2048, "max_cstate": 2, "cmdline_required": ["iommu=pt"]})
+    res = by_id(evaluate(good_facts(), policy))
+    assert res["pcie.mrrs"]["title"] == "PCIe Max Read Request Size 2048 on every NVIDIA GPU"
+    assert res["pcie.mrrs"]["status"] == "fail"  # 4096 != 2048: the check wants exactly the policy value
+    assert res["cpu.cstates"]["expected"].startswith("processor.max_cstate=2 on /proc/cmdline")
+    assert res["boot.cmdline"]["expected"].startswith("iommu=pt configured")
+    for r in res.values():
+        entry = BY_ID[r["id"]]
+        assert r["severity"] == entry["severity"] and r["fix_tag"] == entry["fix_tag"]
+        assert r["rationale"] == entry["rationale"]
+        assert "{" not in r["title"] + r["expected"] + r["remediation"]
+
+
+# -- item details --------------------------------------------------------------------------------------------
+def test_mrrs_items_name_every_gpu():
+    facts = good_facts()
+    gpus({"mrrs": 512}, {})(facts)
+    res = run_check(facts, None, "pcie.mrrs")
+    assert [(i["name"], i["status"]) for i in res["items"]] == [("0000:01:00.0", "fail"), ("0000:21:00.0", "pass")]
+    assert res["items"][0]["current"] == "MaxReadReq 512, MaxPayload 256 (cap 256)"
+    assert res["current"] == "MaxReadReq 512/4096 on 2 GPUs"
+
+
+def test_mrrs_error_item_expected_is_text_like_the_others():
+    facts = good_facts()
+    gpus({"mrrs": None, "error": "x"})(facts)
+    res = run_check(facts, None, "pcie.mrrs")
+    assert [i["expected"] for i in res["items"]] == ["MaxReadReq 4096", "MaxReadReq 4096"]
+
+
+def test_link_items():
+    facts = good_facts()
+    gpus({"lnksta_width": 8}, {"lnksta_speed": "16GT/s"})(facts)
+    res = run_check(facts, None, "pcie.link")
+    assert [(i["status"], i["current"], i["expected"]) for i in res["items"]] == [
+        ("fail", "32GT/s x8", "32GT/s x16"), ("warn", "16GT/s x16", "32GT/s x16")]
+    assert res["items"][0]["message"] == "link trained at x8 of x16 lanes"
+
+
+def test_link_width_missing_in_lnksta_is_an_error_not_a_crash():
+    facts = good_facts()
+    gpus({"lnksta_width": None})(facts)
+    res = run_check(facts, None, "pcie.link")
+    assert res["status"] == "error"
+    # the evaluator raised, evaluate() turned it into an error result
+    assert res["message"].startswith("internal error evaluating pcie.link: TypeError")
+
+
+def test_cstates_items():
+    facts = good_facts()
+    setv(("cpuidle", "states", "state2"), _state("C2", 400, 3, 1))(facts)
+    res = run_check(facts, None, "cpu.cstates")
+    assert [(i["name"], i["status"], i["expected"]) for i in res["items"]] == [
+        ("state0 POLL", "pass", "allowed"), ("state1 C1", "pass", "allowed"), ("state2 C2", "fail", "disabled")]
+    assert res["items"][2]["current"] == "latency 400us, enabled on 3 CPUs (0-2)"
+
+
+def test_scaling_driver_items_per_driver():
+    facts = good_facts()
+    facts["cpu"]["policies"] = {"policy%d" % n: _policy(n, driver="acpi-cpufreq" if n >= 2 else "amd-pstate-epp")
+                                for n in range(12)}
+    res = run_check(facts, None, "cpu.scaling_driver")
+    items = {i["name"]: i for i in res["items"]}
+    assert items["amd-pstate-epp"]["status"] == "pass"
+    assert items["amd-pstate-epp"]["message"] == "policies: policy0,policy1"
+    assert items["acpi-cpufreq"]["status"] == "fail"
+    assert items["acpi-cpufreq"]["message"].endswith(" …")  # 10 policies, 8 listed
+    assert res["current"].startswith("acpi-cpufreq (10 policies), amd-pstate-epp (2 policies)")
+
+
+def test_governor_items_group_values():
+    facts = good_facts()
+    setv(("cpu", "policies", "policy1", "governor"), "powersave")(facts)
+    setv(("cpu", "policies", "policy3", "governor"), "powersave")(facts)
+    setv(("cpu", "policies", "policy2", "governor"), None)(facts)
+    res = run_check(facts, None, "cpu.governor")
+    assert [(i["name"], i["message"]) for i in res["items"]] == [
+        ("governor=(unreadable)", "1 policies: policy2"), ("governor=powersave", "2 policies: policy1, policy3")]
+    assert res["current"] == "(unreadable) (1), powersave (2)"
+
+
+def test_cmdline_items():
+    facts = good_facts()
+    args(BASE_EFF + ["processor.max_cstate=1"], BASE_CONF + ["amd_pstate=active"])(facts)
+    overrides = {"cmdline_forbidden": ["quiet"],
+                 "cmdline_required": ["amd_pstate=active", "processor.max_cstate=1", "iommu=pt"]}
+    res = run_check(facts, overrides, "boot.cmdline")
+    assert [(i["name"], i["status"]) for i in res["items"]] == [
+        ("amd_pstate=active", "pending"), ("processor.max_cstate=1", "fail"), ("iommu=pt", "pass"),
+        ("no quiet", "pass")]
+    assert res["status"] == "fail"  # a fail outranks a pending
+
+
+def test_cmdline_forbidden_key_matches_any_value():
+    facts = good_facts()
+    args(BASE_EFF + ["amd_pstate=active", "processor.max_cstate=1", "processor.max_cstate=5"],
+         BASE_CONF + ["amd_pstate=active", "processor.max_cstate=1"])(facts)
+    res = run_check(facts, {"cmdline_forbidden": ["quiet", "processor.max-cstate"]}, "boot.cmdline")
+    forbidden = res["items"][-1]
+    assert forbidden["name"] == "no processor.max-cstate"
+    assert forbidden["status"] == "fail"
+    assert forbidden["current"] == "processor.max_cstate=1 processor.max_cstate=5"
+
+
+def test_lxc_items_only_gpu_cts():
+    res = run_check(good_facts(), None, "lxc.gpu_devices")
+    assert [i["name"] for i in res["items"]] == ["CT 101"]
+    assert res["current"] == "host majors: nvidia=195, nvidia-uvm=511"
+
+
+# -- _arg_state ----------------------------------------------------------------------------------------------
+def facts_with(effective, configured):
+    facts = good_facts()
+    args(effective, configured)(facts)
+    return facts
+
+
+@pytest.mark.parametrize("effective,configured,state", [
+    (["amd_pstate=active"], ["amd_pstate=active"], "effective"),
+    (["amd_pstate=passive", "amd_pstate=active"], ["amd_pstate=passive", "amd_pstate=active"], "effective"),
+    (["amd_pstate=active", "amd_pstate=passive"], ["amd_pstate=active"], "pending"),       # last one wins on cmdline
+    (["amd_pstate=active"], ["amd_pstate=active", "amd_pstate=passive"], "transient"),     # last one wins in config
+    ([], ["amd_pstate=active"], "pending"),
+    (["amd_pstate=active"], [], "transient"),
+    ([], [], "missing"),
+    (["amd_pstate=guided"], ["amd_pstate=guided"], "missing"),
+    (["amd_pstate=active"], "unknown", "effective"),    # configuration unknown: only the cmdline counts
+    ([], "unknown", "missing"),
+    # "-" and "_" are the same character in parameter names (kernel/params.c, bootcfg.plan_args)
+    (["amd-pstate=active"], ["amd_pstate=active"], "effective"),
+    (["amd_pstate=active"], ["amd-pstate=active"], "effective"),
+    (['amd_pstate="active"'], ["amd_pstate=active"], "effective"),  # quotes are not part of the value
+    (["amd_pstate=Active"], ["amd_pstate=Active"], "missing"),      # values are case-sensitive
+])
+def test_arg_state(effective, configured, state):
+    assert _arg_state(facts_with(effective, configured), "amd_pstate=active")[0] == state
+
+
+def test_arg_state_detail_names_the_conflicting_args():
+    assert _arg_state(facts_with(["a=1"], ["a=2", "a=3"]), "a=1") == ("transient", ["a=2", "a=3"])
+    assert _arg_state(facts_with(["a=2"], ["a=3"]), "a=1") == ("missing", ["a=3"])
+    assert _arg_state(facts_with(["a=2"], []), "a=1") == ("missing", ["a=2"])
+    assert _arg_state(facts_with(["a_b=2"], ["a-b=1"]), "a_b=1") == ("pending", ["a_b=2"])
+    assert _arg_state(facts_with(["a_b=1"], ["a-b=1"]), "a_b=1") == ("effective", ["a_b=1"])
+
+
+# -- evaluate() ----------------------------------------------------------------------------------------------
+def test_skip_checks_policy():
+    policy = merge_policy({"skip_checks": {"pcie.mrrs": "GPUs are passed through to VMs", "kernel.version": "lab"}})
+    facts = good_facts()
+    gpus({"mrrs": 512})(facts)
+    res = by_id(evaluate(facts, policy))
+    assert res["pcie.mrrs"]["status"] == "skip"
+    assert res["pcie.mrrs"]["message"] == "skipped by policy: GPUs are passed through to VMs"
+    assert res["kernel.version"]["status"] == "skip"
+    assert res["pcie.link"]["status"] == "pass"
+    assert len(res) == len(CATALOGUE)
+
+
+def test_only_evaluates_the_named_checks_in_catalogue_order():
+    results = evaluate(good_facts(), DEFAULT, only={"iommu.mode", "cpu.epp", "pcie.mrrs"})
+    assert [r["id"] for r in results] == ["cpu.epp", "pcie.mrrs", "iommu.mode"]
+
+
+def test_a_raising_evaluator_becomes_error_and_the_rest_still_run(monkeypatch):
+    def boom(facts, policy):
+        raise RuntimeError("boom")
+
+    monkeypatch.setitem(checks.EVALUATORS, "cpu.governor", boom)
+    results = evaluate(good_facts(), DEFAULT)
+    res = by_id(results)
+    assert len(results) == len(CATALOGUE)
+    assert res["cpu.governor"]["status"] == "error"
+    assert res["cpu.governor"]["message"] == "internal error evaluating cpu.governor: RuntimeError: boom"
+    assert set(res["cpu.governor"]) == RESULT_KEYS
+    assert all(r["status"] == "pass" for cid, r in res.items() if cid != "cpu.governor")
+
+
+def test_empty_facts_never_raise():
+    """Facts without any section (never produced by gather) still give one result per check, none passing."""
+    results = evaluate({"errors": []}, DEFAULT)
+    assert [r["id"] for r in results] == [c["id"] for c in CATALOGUE]
+    for r in results:
+        assert set(r) == RESULT_KEYS
+        assert r["status"] in ("error", "skip", "fail") or r["id"] == "iommu.mode", r  # iommu: informational
+
+
+def test_every_section_erroring_gives_error_results():
+    facts = good_facts()
+    for section in ("cpu", "cpuidle", "cmdline", "sysctl", "pci", "boot", "kernel", "lxc", "nvidia", "iommu"):
+        facts[section] = {"error": "/x/%s: Input/output error" % section}
+    res = by_id(evaluate(facts, DEFAULT))
+    assert {cid: r["status"] for cid, r in res.items()} == {c["id"]: "error" for c in CATALOGUE}
+    assert res["pcie.mrrs"]["message"] == "/x/pci: Input/output error"
+
+
+# -- summarize() ---------------------------------------------------------------------------------------------
+def _res(cid, status, reboot=False):
+    return {"id": cid, "status": status, "severity": BY_ID[cid]["severity"], "reboot_required": reboot}
+
+
+RESULTS = [
+    _res("lxc.gpu_devices", "fail"),            # critical
+    _res("pcie.mrrs", "error"),                 # high
+    _res("cpu.cstates", "pending", True),       # high, pending is not failing
+    _res("kernel.version", "fail"),             # medium
+    _res("nvidia.driver", "warn"),              # medium
+    _res("iommu.mode", "pass"),                 # info
+    _res("cpu.epp", "skip"),                    # medium
+]
+
+
+@pytest.mark.parametrize("fail_on,failing", [
+    ("critical", ["lxc.gpu_devices"]),
+    ("high", ["lxc.gpu_devices", "pcie.mrrs"]),
+    ("medium", ["lxc.gpu_devices", "pcie.mrrs", "kernel.version"]),
+    ("low", ["lxc.gpu_devices", "pcie.mrrs", "kernel.version"]),
+    ("info", ["lxc.gpu_devices", "pcie.mrrs", "kernel.version"]),
+])
+def test_summarize_thresholds(fail_on, failing):
+    out = summarize(RESULTS, fail_on)
+    assert out["failing"] == failing
+    assert out["counts"] == {"pass": 1, "fail": 2, "warn": 1, "pending": 1, "skip": 1, "error": 1}
+    assert out["reboot_required"] is True
+
+
+def test_summarize_info_failure_counts_only_at_info():
+    results = [_res("iommu.mode", "fail")]
+    assert summarize(results, "low")["failing"] == []
+    assert summarize(results, "info")["failing"] == ["iommu.mode"]
+    assert summarize(results, "info")["reboot_required"] is False
+
+
+def test_summarize_rejects_unknown_threshold():
+    with pytest.raises(KeyError):
+        summarize(RESULTS, "severe")
+
+
+def test_good_facts_are_not_shared_between_scenarios():
+    a = good_facts()
+    b = copy.deepcopy(a)
+    gpus({"mrrs": 512})(a)
+    assert b["pci"]["functions"][0]["mrrs"] == 4096

@@ -1,0 +1,404 @@
+"""gather() + evaluate() on the demo fleet (demo/snapshots/pve-gpu0{1,2,3}) with the demo policy,
+the pvetune_facts module on the same trees, the generator's --check, and broken copies of the
+trees: each broken section must turn its checks into error/skip naming the file, while every
+other check still gives the same result as on the intact tree.
+"""
+import os
+import pathlib
+import pickle
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+import yaml
+from ansible.module_utils.pvetune.checks import evaluate
+from ansible.module_utils.pvetune.fsroot import FsRoot
+from ansible.module_utils.pvetune.gather import gather
+from ansible.module_utils.pvetune.policy import merge_policy
+from modharness import run_module
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEMO = os.path.join(TOP, "demo", "snapshots")
+GPU_BDFS = ["0000:%s:00.0" % bus for bus in ("01", "21", "41", "61", "81", "a1", "c1", "e1")]
+NOBODY = 65534
+
+EXPECTED = {
+    "pve-gpu01": {
+        "cpu.scaling_driver": "fail", "cpu.governor": "pass", "cpu.epp": "skip", "cpu.cstates": "fail",
+        "kernel.numa_balancing": "fail", "pcie.mrrs": "fail", "pcie.link": "warn", "kernel.version": "fail",
+        "boot.cmdline": "fail", "lxc.gpu_devices": "fail", "nvidia.driver": "pass", "iommu.mode": "pass",
+    },
+    "pve-gpu02": dict.fromkeys((
+        "cpu.scaling_driver", "cpu.governor", "cpu.epp", "cpu.cstates", "kernel.numa_balancing", "pcie.mrrs",
+        "pcie.link", "kernel.version", "boot.cmdline", "lxc.gpu_devices", "nvidia.driver", "iommu.mode"), "pass"),
+    "pve-gpu03": {
+        "cpu.scaling_driver": "pending", "cpu.governor": "pass", "cpu.epp": "skip", "cpu.cstates": "pending",
+        "kernel.numa_balancing": "pass", "pcie.mrrs": "pass", "pcie.link": "pass", "kernel.version": "pending",
+        "boot.cmdline": "pending", "lxc.gpu_devices": "pass", "nvidia.driver": "pass", "iommu.mode": "pass",
+    },
+}
+
+
+def demo_policy():
+    with open(os.path.join(TOP, "inventory", "demo", "group_vars", "gpu_hosts.yml")) as handle:
+        return merge_policy(yaml.safe_load(handle)["pvetune_policy"])
+
+
+POLICY = demo_policy()
+
+
+def audit(root):
+    facts = gather(FsRoot(str(root)), None, POLICY)
+    return facts, {r["id"]: r for r in evaluate(facts, POLICY)}
+
+
+@pytest.fixture(scope="module")
+def demo_results():
+    return {host: audit(os.path.join(DEMO, host)) for host in EXPECTED}
+
+
+# -- the demo fleet as committed -----------------------------------------------------------------------
+@pytest.mark.parametrize("host", sorted(EXPECTED))
+def test_demo_host_statuses(demo_results, host):
+    facts, res = demo_results[host]
+    assert facts["errors"] == []
+    assert {cid: r["status"] for cid, r in res.items()} == EXPECTED[host]
+
+
+def test_gpu01_fails_the_reference_checks(demo_results):
+    _, res = demo_results["pve-gpu01"]
+    fails = sorted(cid for cid, r in res.items() if r["status"] == "fail")
+    assert fails == sorted(["cpu.scaling_driver", "cpu.cstates", "kernel.numa_balancing", "pcie.mrrs",
+                            "kernel.version", "boot.cmdline", "lxc.gpu_devices"])
+    assert res["cpu.scaling_driver"]["current"].startswith("acpi-cpufreq (128 policies)")
+    assert "C2 (400us)" in res["cpu.cstates"]["message"]
+    assert res["kernel.numa_balancing"]["current"] == "runtime 1, persisted no"
+    assert res["kernel.version"]["message"].startswith("running 6.8.12-4-pve")
+    assert "c 511:* rwm" in res["lxc.gpu_devices"]["message"]
+
+
+def test_gpu01_mrrs_names_all_eight_gpus(demo_results):
+    _, res = demo_results["pve-gpu01"]
+    mrrs = res["pcie.mrrs"]
+    assert [i["name"] for i in mrrs["items"]] == GPU_BDFS
+    assert all(i["status"] == "fail" and i["current"].startswith("MaxReadReq 512,") for i in mrrs["items"])
+    assert mrrs["message"] == "8 of 8 GPUs below MaxReadReq 4096: " + ", ".join(GPU_BDFS)
+
+
+def test_gpu02_has_no_fail(demo_results):
+    _, res = demo_results["pve-gpu02"]
+    assert [cid for cid, r in res.items() if r["status"] in ("fail", "error")] == []
+    assert not any(r["reboot_required"] for r in res.values())
+
+
+def test_gpu03_boot_cmdline_pending(demo_results):
+    _, res = demo_results["pve-gpu03"]
+    cmd = res["boot.cmdline"]
+    assert cmd["status"] == "pending" and cmd["reboot_required"] is True
+    assert cmd["message"] == "configured in /etc/default/grub + grub.d; effective after the next reboot"
+    assert [(i["name"], i["status"]) for i in cmd["items"]] == [("amd_pstate=active", "pending"),
+                                                                ("processor.max_cstate=1", "pending")]
+    assert res["kernel.version"]["message"] == "6.14.8-2-pve is pinned; running 6.8.12-4-pve until the next reboot"
+
+
+def test_facts_module_on_each_demo_host(capsys):
+    """pvetune_facts in-process, as Ansible runs it; the time per host is printed, not asserted."""
+    overrides = {k: v for k, v in POLICY.items() if v != merge_policy(None)[k]}
+    timings = []
+    for host in sorted(EXPECTED):
+        start = time.monotonic()
+        out = run_module("pvetune_facts", {"root": os.path.join(DEMO, host), "policy": overrides}, check_mode=True)
+        timings.append((host, time.monotonic() - start))
+        assert out.get("failed") is not True, out
+        assert out["changed"] is False
+        assert {r["id"]: r["status"] for r in out["results"]} == EXPECTED[host]
+        assert out["gather_errors"] == []
+        assert out["host"]["hostname"] == host
+        assert "facts" not in out
+    with capsys.disabled():
+        print("\npvetune_facts time per host: " + ", ".join("%s %.3fs" % t for t in timings))
+
+
+def test_facts_module_rejects_a_bad_policy_before_reading():
+    out = run_module("pvetune_facts", {"root": os.path.join(DEMO, "pve-gpu01"),
+                                       "policy": {"cmdline_required": ["quiet; reboot"]}})
+    assert out["failed"] is True
+    assert "cmdline_required" in out["msg"]
+
+
+def test_demo_fleet_check_is_clean():
+    proc = subprocess.run([sys.executable, os.path.join(TOP, "scripts", "demo_fleet.py"), "--check"],
+                          cwd=TOP, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout
+
+
+# -- broken copies ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def base_copy(tmp_path_factory):
+    """One real copy of each demo host per module (the committed trees are never touched)."""
+    base = tmp_path_factory.mktemp("demo-base")
+    made = {}
+
+    def get(host):
+        if host not in made:
+            made[host] = base / host
+            shutil.copytree(os.path.join(DEMO, host), str(made[host]), symlinks=True)
+        return made[host]
+    return get
+
+
+@pytest.fixture
+def copy_host(tmp_path, base_copy):
+    """A per-test copy of a demo host: own directories, files hard-linked to the module's copy.
+
+    Every change goes through unlink/replace (``replace_file``) or ``detach`` first, so no test
+    changes an inode another test sees.
+    """
+    def make(host):
+        root = tmp_path / host
+        shutil.copytree(str(base_copy(host)), str(root), symlinks=True, copy_function=os.link)
+        return root
+    return make
+
+
+@pytest.fixture
+def public_tmp():
+    """A scratch directory the unprivileged (uid 65534) child can reach.
+
+    pytest's tmp_path lives under a 0700 base directory, which is left alone; this one is 0755 in /tmp.
+    """
+    path = tempfile.mkdtemp(prefix="pvetune-test-")
+    os.chmod(path, 0o755)
+    yield pathlib.Path(path)
+    for dirpath, dirs, _files in os.walk(path):  # chmod-000 directories must be listable to be removed
+        for name in dirs:
+            os.chmod(os.path.join(dirpath, name), 0o755)
+    shutil.rmtree(path)
+
+
+def detach(path):
+    """Give a hard-linked file its own inode (same content and mode) before changing it in place."""
+    path = os.path.realpath(str(path))
+    tmp = path + ".detach"
+    shutil.copy2(path, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def replace_file(path, data):
+    path = os.path.realpath(str(path))
+    os.unlink(path)
+    with open(path, "wb") as handle:
+        handle.write(data)
+
+
+def assert_others_unchanged(res, intact, affected):
+    others = {cid: r["status"] for cid, r in res.items() if cid not in affected}
+    assert others == {cid: r["status"] for cid, r in intact.items() if cid not in affected}
+
+
+@pytest.mark.parametrize("host,cstates", [("pve-gpu02", "error"), ("pve-gpu03", "fail")])
+def test_missing_proc_cmdline(copy_host, demo_results, host, cstates):
+    """gpu03 still has C2 enabled and max_cstate=8: that fails whatever /proc/cmdline would say."""
+    root = copy_host(host)
+    os.unlink(str(root / "proc" / "cmdline"))
+    facts, res = audit(root)
+    assert facts["errors"] == [{"section": "cmdline", "path": "/proc/cmdline",
+                                "error": "No such file or directory"}]
+    assert res["boot.cmdline"]["status"] == "error"
+    assert res["cpu.cstates"]["status"] == cstates
+    for cid in ("boot.cmdline", "cpu.cstates"):
+        assert "/proc/cmdline: No such file or directory" in res[cid]["message"]
+    # scaling_driver (pending on gpu03) and iommu.mode also look at /proc/cmdline, but do not depend on it alone
+    assert_others_unchanged(res, demo_results[host][1],
+                            {"boot.cmdline", "cpu.cstates", "cpu.scaling_driver", "iommu.mode"})
+
+
+def test_missing_proc_cmdline_with_deep_states_still_fails(copy_host, demo_results):
+    root = copy_host("pve-gpu01")
+    os.unlink(str(root / "proc" / "cmdline"))
+    _, res = audit(root)
+    assert res["boot.cmdline"]["status"] == "error"
+    assert res["cpu.cstates"]["status"] == "fail"  # C2 enabled is a failure whatever the command line says
+    assert "/proc/cmdline unreadable" in res["cpu.cstates"]["message"]
+    assert_others_unchanged(res, demo_results["pve-gpu01"][1], {"boot.cmdline", "cpu.cstates", "iommu.mode"})
+
+
+def _truncate_config(root, bdf, size=64):
+    path = os.path.realpath(str(root / "sys" / "bus" / "pci" / "devices" / bdf / "config"))
+    assert path.startswith(str(root))
+    with open(path, "rb") as handle:
+        data = handle.read()
+    replace_file(path, data[:size])
+
+
+def test_gpu_config_cut_to_64_bytes(copy_host, demo_results):
+    root = copy_host("pve-gpu02")
+    _truncate_config(root, "0000:41:00.0")
+    facts, res = audit(root)
+    where = "/sys/bus/pci/devices/0000:41:00.0/config"
+    for cid in ("pcie.mrrs", "pcie.link"):
+        assert res[cid]["status"] == "error"
+        assert where in res[cid]["message"]
+        items = {i["name"]: i for i in res[cid]["items"]}
+        assert items["0000:41:00.0"]["status"] == "error"
+        assert sum(1 for i in items.values() if i["status"] == "pass") == 7
+    assert "64 bytes" in res["pcie.mrrs"]["message"]
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"pcie.mrrs", "pcie.link"})
+
+
+def test_gpu_config_cut_on_a_failing_host_keeps_the_fail(copy_host, demo_results):
+    root = copy_host("pve-gpu01")
+    _truncate_config(root, "0000:01:00.0")
+    _, res = audit(root)
+    mrrs = res["pcie.mrrs"]
+    assert mrrs["status"] == "fail"  # 7 GPUs still measurably at 512
+    assert mrrs["items"][0]["status"] == "error"
+    assert "/sys/bus/pci/devices/0000:01:00.0/config" in mrrs["items"][0]["message"]
+    assert mrrs["message"] == "7 of 8 GPUs below MaxReadReq 4096: " + ", ".join(GPU_BDFS[1:])
+    assert res["pcie.link"]["status"] == "error"
+    assert_others_unchanged(res, demo_results["pve-gpu01"][1], {"pcie.mrrs", "pcie.link"})
+
+
+@pytest.mark.parametrize("content", ["", "garbage\n\x00\xff nonsense 12x\n", "195 nvidia\n511 nvidia-uvm\n"])
+def test_garbage_proc_devices(copy_host, demo_results, content):
+    """Without its "Character devices:" header the file is not /proc/devices (a grep, an empty copy)."""
+    root = copy_host("pve-gpu02")
+    replace_file(root / "proc" / "devices", content.encode("latin-1"))
+    facts, res = audit(root)
+    lxc = res["lxc.gpu_devices"]
+    assert lxc["status"] == "error"
+    assert lxc["message"].startswith("/proc/devices: NVIDIA device state unavailable: no 'Character devices:'")
+    assert facts["errors"][0]["section"] == "lxc" and facts["errors"][0]["path"] == "/proc/devices"
+    assert res["nvidia.driver"]["status"] == "pass"
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices"})
+
+
+def test_missing_proc_devices(copy_host, demo_results):
+    root = copy_host("pve-gpu02")
+    os.unlink(str(root / "proc" / "devices"))
+    facts, res = audit(root)
+    assert res["nvidia.driver"]["status"] == "error"
+    assert res["nvidia.driver"]["message"] == "/proc/devices: No such file or directory"
+    assert res["lxc.gpu_devices"]["status"] == "error"
+    assert "/proc/devices" in res["lxc.gpu_devices"]["message"]
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices", "nvidia.driver"})
+
+
+def test_ct_config_that_cannot_be_read_as_a_file(copy_host, demo_results):
+    root = copy_host("pve-gpu02")
+    conf = root / "etc" / "pve" / "lxc" / "101.conf"
+    os.unlink(str(conf))
+    conf.mkdir()
+    _, res = audit(root)
+    lxc = res["lxc.gpu_devices"]
+    assert lxc["status"] == "error"
+    assert lxc["message"] == "CT 101: /etc/pve/lxc/101.conf: Is a directory"
+    assert [(i["name"], i["status"]) for i in lxc["items"]] == [("CT 101", "error"), ("CT 103", "pass")]
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices"})
+
+
+def test_ct_config_symlink_loop(copy_host, demo_results):
+    root = copy_host("pve-gpu02")
+    conf = root / "etc" / "pve" / "lxc" / "102.conf"
+    os.unlink(str(conf))
+    os.symlink("/etc/pve/lxc/102.conf", str(conf))
+    _, res = audit(root)
+    assert res["lxc.gpu_devices"]["status"] == "error"
+    assert res["lxc.gpu_devices"]["message"] == "CT 102: /etc/pve/lxc/102.conf: Too many levels of symbolic links"
+
+
+def _gather_as_nobody(root):
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(rfd)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            facts, res = audit(root)
+            with os.fdopen(wfd, "wb") as out:
+                pickle.dump((facts["errors"], res), out)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as inp:
+        data = inp.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    return pickle.loads(data)
+
+
+def test_ct_config_permission_denied(base_copy, public_tmp, demo_results):
+    root = public_tmp / "pve-gpu02"  # reachable for the unprivileged reader (tmp_path's base is 0700)
+    shutil.copytree(str(base_copy("pve-gpu02")), str(root), symlinks=True, copy_function=os.link)
+    os.chmod(detach(root / "etc" / "pve" / "lxc" / "101.conf"), 0o000)
+    if os.geteuid() == 0:
+        errors, res = _gather_as_nobody(root)
+    else:
+        facts, res = audit(root)
+        errors = facts["errors"]
+    lxc = res["lxc.gpu_devices"]
+    assert lxc["status"] == "error"
+    assert lxc["message"] == "CT 101: /etc/pve/lxc/101.conf: Permission denied"
+    # an unprivileged reader also cannot read binary PCI config beyond 64 bytes on a real host, but the
+    # tree's files are plain files: everything else reads as before
+    assert errors == []
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices"})
+
+
+def test_unreadable_cpufreq_policy(copy_host, demo_results):
+    root = copy_host("pve-gpu02")
+    os.unlink(str(root / "sys/devices/system/cpu/cpufreq/policy5/scaling_driver"))
+    facts, res = audit(root)
+    assert facts["cpu"]["errors"] == [{"path": "/sys/devices/system/cpu/cpufreq/policy5/scaling_driver",
+                                       "error": "No such file or directory"}]
+    drv = res["cpu.scaling_driver"]
+    assert drv["status"] == "fail"
+    assert "(unreadable) (1 policies)" in drv["current"]
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"cpu.scaling_driver"})
+
+
+def test_missing_sysctl_runtime_value(copy_host, demo_results):
+    root = copy_host("pve-gpu02")
+    os.unlink(str(root / "proc/sys/kernel/numa_balancing"))
+    _, res = audit(root)
+    assert res["kernel.numa_balancing"]["status"] == "skip"
+    assert "/proc/sys/kernel/numa_balancing does not exist" in res["kernel.numa_balancing"]["message"]
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"kernel.numa_balancing"})
+
+
+def test_missing_cpuinfo_is_a_cpu_section_error(copy_host, demo_results):
+    root = copy_host("pve-gpu02")
+    os.unlink(str(root / "proc" / "cpuinfo"))
+    facts, res = audit(root)
+    for cid in ("cpu.scaling_driver", "cpu.governor", "cpu.epp"):
+        assert res[cid]["status"] == "error"
+        assert res[cid]["message"] == "/proc/cpuinfo: No such file or directory"
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"cpu.scaling_driver", "cpu.governor", "cpu.epp"})
+
+
+def test_broken_copies_did_not_leak_into_the_shared_copy(base_copy):
+    """Runs last in this module: the hard-linked scratch trees left the module's copies intact."""
+    for host in sorted(EXPECTED):
+        copy_root = str(base_copy(host))
+        for dirpath, _dirs, files in os.walk(os.path.join(DEMO, host)):
+            rel = os.path.relpath(dirpath, os.path.join(DEMO, host))
+            for name in files:
+                orig = os.path.join(dirpath, name)
+                mine = os.path.join(copy_root, rel, name)
+                if os.path.islink(orig):
+                    assert os.readlink(mine) == os.readlink(orig)
+                    continue
+                assert stat.S_IMODE(os.stat(mine).st_mode) == stat.S_IMODE(os.stat(orig).st_mode), mine
+                with open(orig, "rb") as a, open(mine, "rb") as b:
+                    assert a.read() == b.read(), mine

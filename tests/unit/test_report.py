@@ -1,0 +1,322 @@
+"""Tests for module_utils/pvetune/report.py: audit.json (against docs/audit-report.schema.json),
+junit.xml, audit.html and the terminal table.
+
+The documents are built from real evaluations: the three demo hosts (gather + evaluate with the
+demo policy), every hand-built scenario of test_checks.py, and unreachable host entries.
+"""
+import html.parser
+import json
+import os
+import xml.etree.ElementTree as ET
+
+import jsonschema
+import pytest
+import yaml
+from ansible.module_utils.pvetune import report
+from ansible.module_utils.pvetune.catalogue import CATALOGUE
+from ansible.module_utils.pvetune.checks import evaluate
+from ansible.module_utils.pvetune.fsroot import FsRoot
+from ansible.module_utils.pvetune.gather import gather
+from ansible.module_utils.pvetune.policy import merge_policy
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCHEMA_PATH = os.path.join(TOP, "docs", "audit-report.schema.json")
+DEMO = os.path.join(TOP, "demo", "snapshots")
+HOSTS = ("pve-gpu01", "pve-gpu02", "pve-gpu03")
+STATUSES = ("pass", "fail", "warn", "pending", "skip", "error")
+
+
+@pytest.fixture(scope="module")
+def schema():
+    with open(SCHEMA_PATH) as handle:
+        data = json.load(handle)
+    jsonschema.Draft202012Validator.check_schema(data)
+    return data
+
+
+def validate(doc, schema):
+    jsonschema.Draft202012Validator(schema).validate(doc)
+
+
+@pytest.fixture(scope="module")
+def demo_entries():
+    with open(os.path.join(TOP, "inventory", "demo", "group_vars", "gpu_hosts.yml")) as handle:
+        policy = merge_policy(yaml.safe_load(handle)["pvetune_policy"])
+    entries = []
+    for host in HOSTS:
+        fs = FsRoot(os.path.join(DEMO, host))
+        entries.append({"host": host, "root": fs.root, "checks": evaluate(gather(fs, None, policy), policy),
+                        "error": None, "unreachable": False})
+    return entries
+
+
+UNREACHABLE = {"host": "pve-gpu04", "root": "/", "checks": [], "unreachable": True,
+               "error": "Failed to connect to the host via ssh: <script>alert(1)</script>"}
+MODULE_FAILED = {"host": "pve-gpu05", "root": "/", "checks": [], "unreachable": False,
+                 "error": "pvetune_policy.pcie_mrrs: must be one of (128, 256, 512, 1024, 2048, 4096)"}
+
+
+def document(entries, fail_on="high"):
+    return report.build_document(entries, fail_on=fail_on, generated_at="2026-11-29T20:06:52Z",
+                                 run={"playbook": "audit.yml", "hosts_pattern": "gpu_hosts",
+                                      "inventory": ["/work/main/inventory/demo"]})
+
+
+# -- audit.json ----------------------------------------------------------------------------------------
+def test_schema_is_a_valid_draft_2020_12_schema(schema):
+    assert schema["properties"]["schema_version"] == {"const": report.SCHEMA_VERSION}
+
+
+def test_demo_document_validates(schema, demo_entries):
+    doc = document(demo_entries + [UNREACHABLE, MODULE_FAILED])
+    validate(doc, schema)
+    # the rendered text is the same document
+    rendered = json.loads(report.render_json(doc))
+    validate(rendered, schema)
+    assert rendered == json.loads(json.dumps(doc))
+
+
+def test_every_result_field_is_in_the_schema(schema, demo_entries):
+    check_props = set(schema["$defs"]["check"]["properties"])
+    item_props = set(schema["$defs"]["item"]["properties"])
+    for entry in demo_entries:
+        for res in entry["checks"]:
+            assert set(res) == check_props
+            for item in res["items"]:
+                assert set(item) == item_props
+
+
+def test_every_scenario_result_validates(schema):
+    """All hand-built evaluator paths of test_checks.py produce schema-valid results."""
+    from test_checks import SCENARIOS, good_facts
+
+    checks_out = []
+    for check_id, _status, mutations, overrides, _msg, _reboot in SCENARIOS:
+        facts = good_facts()
+        for mutate in mutations:
+            mutate(facts)
+        checks_out.extend(evaluate(facts, merge_policy(overrides), only={check_id}))
+    statuses = {r["status"] for r in checks_out}
+    assert statuses == set(STATUSES)
+    doc = document([{"host": "h%d" % i, "checks": [r]} for i, r in enumerate(checks_out)])
+    validate(doc, schema)
+
+
+@pytest.mark.parametrize("breakage", [
+    lambda d: d.update(schema_version=2),
+    lambda d: d["hosts"][0]["checks"][0].update(status="ok"),
+    lambda d: d["hosts"][0]["checks"][0].update(severity="urgent"),
+    lambda d: d["hosts"][0]["checks"][0].pop("rationale"),
+    lambda d: d["hosts"][0]["checks"][0].update(surprise=1),
+    lambda d: d["hosts"][0]["checks"][0].update(reboot_required="yes"),
+    lambda d: d["hosts"][0]["checks"][0].update(evidence="one string"),
+    lambda d: d["hosts"][0]["checks"][5]["items"][0].update(expected=4096),
+    lambda d: d["hosts"][0]["checks"][5]["items"][0].pop("message"),
+    lambda d: d["hosts"][0]["summary"]["counts"].pop("pending"),
+    lambda d: d["hosts"][0].update(reachable=None),
+    lambda d: d["summary"].update(hosts=-1),
+    lambda d: d["run"].pop("fail_on"),
+    lambda d: d.update(generated_at="yesterday"),
+])
+def test_schema_rejects_malformed_documents(schema, demo_entries, breakage):
+    doc = json.loads(json.dumps(document(demo_entries)))
+    assert doc["hosts"][0]["checks"][5]["id"] == "pcie.mrrs"
+    breakage(doc)
+    with pytest.raises(jsonschema.ValidationError):
+        validate(doc, schema)
+
+
+def test_document_summary(demo_entries):
+    doc = document(demo_entries + [UNREACHABLE])
+    assert [h["host"] for h in doc["hosts"]] == ["pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu04"]
+    assert doc["summary"]["failed_hosts"] == ["pve-gpu01", "pve-gpu04"]
+    assert doc["summary"]["reboot_required"] == ["pve-gpu01", "pve-gpu03"]
+    assert doc["summary"]["hosts"] == 4
+    assert sum(doc["summary"]["counts"].values()) == 3 * len(CATALOGUE)
+    gpu04 = doc["hosts"][3]
+    assert gpu04["reachable"] is False and gpu04["summary"]["failed"] is True
+    assert gpu04["summary"]["counts"] == dict.fromkeys(report.STATUS_ORDER, 0)
+    gpu03 = doc["hosts"][2]
+    assert gpu03["summary"]["failed"] is False
+    assert "boot.cmdline" in gpu03["summary"]["pending"]
+    assert doc["run"]["fail_on"] == "high" and doc["run"]["playbook"] == "audit.yml"
+
+
+def test_fail_on_threshold_changes_failing(demo_entries):
+    high = document(demo_entries, "high")["hosts"][0]["summary"]["failing"]
+    medium = document(demo_entries, "medium")["hosts"][0]["summary"]["failing"]
+    critical = document(demo_entries, "critical")["hosts"][0]["summary"]["failing"]
+    assert "kernel.version" not in high and "kernel.version" in medium
+    assert critical == ["lxc.gpu_devices"]
+
+
+def test_module_failure_counts_as_failed_but_reachable(demo_entries):
+    doc = document([MODULE_FAILED])
+    host = doc["hosts"][0]
+    assert host["reachable"] is True
+    assert host["summary"]["failed"] is True
+    assert doc["summary"]["failed_hosts"] == ["pve-gpu05"]
+
+
+# -- junit.xml --------------------------------------------------------------------------------------------
+def test_junit_one_testcase_per_host_and_check(demo_entries):
+    doc = document(demo_entries + [UNREACHABLE])
+    root = ET.fromstring(report.render_junit(doc).encode("utf-8"))
+    assert root.tag == "testsuites"
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == ["pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu04"]
+    total = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for suite, host in zip(suites, doc["hosts"]):
+        cases = suite.findall("testcase")
+        statuses = [r["status"] for r in host["checks"]]
+        if host["checks"]:
+            assert [c.get("name") for c in cases] == [r["id"] for r in host["checks"]]
+            assert {c.get("classname") for c in cases} == {host["host"]}
+        else:
+            assert [c.get("name") for c in cases] == ["reachable"]
+            statuses = ["error"]
+        want = {"tests": len(statuses), "failures": statuses.count("fail"), "errors": statuses.count("error"),
+                "skipped": statuses.count("skip") + statuses.count("pending")}
+        got = {k: int(suite.get(k)) for k in want}
+        assert got == want, host["host"]
+        assert len(suite.findall("testcase/failure")) == want["failures"]
+        assert len(suite.findall("testcase/error")) == want["errors"]
+        assert len(suite.findall("testcase/skipped")) == want["skipped"]
+        for key in total:
+            total[key] += want[key]
+    assert {k: int(root.get(k)) for k in total} == total
+
+
+def test_junit_failure_carries_message_and_details(demo_entries):
+    root = ET.fromstring(report.render_junit(document(demo_entries)).encode("utf-8"))
+    case = root.find("testsuite[@name='pve-gpu01']/testcase[@name='pcie.mrrs']")
+    failure = case.find("failure")
+    assert failure.get("type") == "high"
+    assert failure.get("message").startswith("[high] 8 of 8 GPUs below MaxReadReq 4096")
+    assert "0000:e1:00.0" in failure.get("message")
+    assert "remediation: Masked write of Device Control" in failure.text
+    pending = root.find("testsuite[@name='pve-gpu03']/testcase[@name='boot.cmdline']/skipped")
+    assert pending.get("message").startswith("pending: ")
+
+
+def test_junit_unreachable_host_is_one_error(demo_entries):
+    root = ET.fromstring(report.render_junit(document([UNREACHABLE])).encode("utf-8"))
+    err = root.find("testsuite/testcase[@name='reachable']/error")
+    assert err.get("message") == UNREACHABLE["error"]
+    assert root.get("errors") == "1" and root.get("tests") == "1"
+
+
+def test_junit_survives_control_characters_and_markup():
+    """Messages and evidence quote host files; XML 1.0 cannot carry C0 control characters."""
+    res = evaluate({"errors": []}, merge_policy(None), only={"iommu.mode"})[0]
+    res.update(status="fail", message='bad arg \x1b[31m<b>&"x"\x00', current="a\x0cb",
+               evidence=["/proc/cmdline: ro quiet \x07 <x>"])
+    root = ET.fromstring(report.render_junit(document([{"host": "h<1>&", "checks": [res]}])).encode("utf-8"))
+    failure = root.find("testsuite/testcase/failure")
+    assert failure.get("message") == '[info] bad arg \\x1b[31m<b>&"x"\\x00'
+    assert "/proc/cmdline: ro quiet \\x07 <x>" in failure.text
+    assert "current: a\\x0cb" in failure.text
+    assert root.find("testsuite").get("name") == "h<1>&"
+
+
+# -- audit.html -----------------------------------------------------------------------------------------------
+class _Collector(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags = []
+        self.text = []
+        self.ids = []
+        self.stack = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.append(attrs["id"])
+        if tag not in ("meta", "br", "img", "link", "input"):
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, (tag, self.stack[-5:])
+        self.stack.pop()
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def parse_html(text):
+    parser = _Collector()
+    parser.feed(text)
+    parser.close()
+    assert parser.stack == [], parser.stack  # every element closed, properly nested
+    return parser
+
+
+def test_html_parses_and_covers_every_host_and_check(demo_entries):
+    doc = document(demo_entries + [UNREACHABLE])
+    page = parse_html(report.render_html(doc))
+    assert page.ids == ["host-pve-gpu01", "host-pve-gpu02", "host-pve-gpu03", "host-pve-gpu04"]
+    text = "".join(page.text)
+    for entry in demo_entries:
+        for res in entry["checks"]:
+            assert res["id"] in text
+    assert page.tags.count("details") == 3 * len(CATALOGUE)
+    assert "script" not in page.tags
+    assert UNREACHABLE["error"] in text  # shown as text, escaped
+
+
+def test_html_escapes_script_in_messages(demo_entries):
+    entries = json.loads(json.dumps(demo_entries))
+    res = entries[0]["checks"][0]
+    res["message"] = "<script>alert('msg')</script>"
+    res["evidence"] = ["</pre><script>alert('ev')</script>"]
+    res["items"][0]["name"] = "<img src=x onerror=alert(1)>"
+    res["current"] = '"><script>alert("cur")</script>'
+    out = report.render_html(document(entries))
+    page = parse_html(out)
+    assert "script" not in page.tags and "img" not in page.tags
+    assert "<script>" not in out
+    assert "&lt;script&gt;alert(&#x27;msg&#x27;)&lt;/script&gt;" in out
+    text = "".join(page.text)
+    assert "<script>alert('msg')</script>" in text
+    assert "</pre><script>alert('ev')</script>" in text
+
+
+def test_html_host_name_is_escaped_in_ids_and_links():
+    entry = {"host": 'x"><script>alert(1)</script>', "checks": [], "error": "down"}
+    out = report.render_html(document([entry]))
+    page = parse_html(out)
+    assert "script" not in page.tags
+    assert page.ids == ['host-x"><script>alert(1)</script>']
+
+
+# -- terminal table --------------------------------------------------------------------------------------------
+def test_text_lists_failing_hosts(demo_entries):
+    text = report.render_text(document(demo_entries + [UNREACHABLE]))
+    lines = text.splitlines()
+    assert lines[0].split()[:7] == ["HOST", "PASS", "FAIL", "WARN", "PENDING", "SKIP", "ERROR"]
+    assert lines[0].endswith("FAILING (severity >= high)")
+    row = next(line for line in lines if line.startswith("pve-gpu01 "))
+    assert "cpu.scaling_driver, cpu.cstates, kernel.numa_balancing, pcie.mrrs, boot.cmdline, lxc.gpu_devices" in row
+    assert row.split()[1:7] == ["3", "7", "1", "0", "1", "0"]
+    row2 = next(line for line in lines if line.startswith("pve-gpu02 "))
+    assert row2.split()[1:8] == ["12", "0", "0", "0", "0", "0", "-"]
+    assert any(line.startswith("pve-gpu04 ") and "UNREACHABLE/ERROR: Failed to connect" in line for line in lines)
+    assert lines[-1] == "4 hosts, 2 failing: pve-gpu01, pve-gpu04"
+
+
+def test_text_details_list_non_passing_checks_worst_first(demo_entries):
+    text = report.render_text(document(demo_entries))
+    block = text.split("\npve-gpu03:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert all(line.startswith("  PENDING ") for line in block)
+    assert any("boot.cmdline" in line and line.endswith("[reboot]") for line in block)
+    gpu01 = text.split("\npve-gpu01:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert gpu01[0].startswith("  FAIL    lxc.gpu_devices")  # critical first
+    assert gpu01[-1].startswith("  WARN    pcie.link")
+    assert "pve-gpu02:" not in text  # nothing to list for the clean host
+
+
+def test_text_without_failures(demo_entries):
+    text = report.render_text(document(demo_entries[1:2]), detail=False)
+    assert text.splitlines()[-1] == "1 hosts, 0 failing: none"
+    assert "PASS" in text.splitlines()[0] and len(text.splitlines()) == 4

@@ -50,6 +50,13 @@ options:
     description: Open C(/dev/nvidia-uvm) inside each running CT that uses it (see description).
     type: bool
     default: true
+  pending_restart:
+    description:
+      - CT ids whose config this run fixed but was not allowed to restart. They still run with the device rules of
+        their last start; a failure there is reported with status C(pending) (restart needed), not as a failed gate.
+    type: list
+    elements: raw
+    default: []
 notes:
   - Supports check mode, and runs the same read-only commands in it (C(nvidia-smi -L), C(pct status),
     C(pct exec ... nvidia-smi -L), C(pct exec ... dd ... count=0)), so a check-mode run gates like a real one.
@@ -130,19 +137,21 @@ def main():
             "host": {"type": "bool", "default": True},
             "cts": {"type": "bool", "default": True},
             "uvm_probe": {"type": "bool", "default": True},
+            "pending_restart": {"type": "list", "elements": "raw", "default": []},
         },
         supports_check_mode=True,
     )
     p = module.params
     try:
         ctids = lxcfix.validate_ctids(p["ctids"])
+        pending = lxcfix.validate_ctids(p["pending_restart"])
         fsroot = FsRoot(p["root"])
-    except ValueError as exc:
+    except (ValueError, lxcfix.LxcFixError) as exc:
         module.fail_json(msg=str(exc))
     runner = Runner(fsroot, module.run_command)
     try:
         res = health.run_health(fsroot, runner, ctids, check_host_gpus=p["host"], check_cts=p["cts"],
-                                uvm_probe=p["uvm_probe"])
+                                uvm_probe=p["uvm_probe"], pending_restart=pending)
     except (lxcfix.LxcFixError, FsError) as exc:
         module.fail_json(msg=str(exc), changed=False)
     result = dict(changed=False, **res)

@@ -124,6 +124,10 @@ def main():
                              msg="not held by this run" if holder else "not held")
         if not module.check_mode:
             os.unlink(real)
+            try:
+                os.rmdir(os.path.dirname(real))  # pvetune's own lock directory, if nothing else is in it
+            except OSError:
+                pass
         module.exit_json(changed=True, holder={})
     if holder is not None:
         if holder.get("run_id") == p["run_id"]:

@@ -133,7 +133,7 @@ def main():
         fsroot = FsRoot(p["root"])
         changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=p["run_id"])
         configs = validate_configs(p["configs"], p["subcommands"])
-        paths = runtime.plan_install(changes, p["subcommands"], configs, root=fsroot.root, enable=p["enable"])
+        paths = runtime.plan_install(changes, p["subcommands"], configs, enable=p["enable"])
     except (ValueError, IOError, OSError, FsError, ChangeError) as exc:
         module.fail_json(msg=str(exc))
     skipped = []

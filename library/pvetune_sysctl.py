@@ -81,19 +81,11 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.fileops import ChangeError, ChangeSet
 from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.hostinfo import read_sysctl_persisted, sysctl_path
+from ansible.module_utils.pvetune.hostinfo import read_sysctl_persisted, render_sysctl_dropin, sysctl_path
 
 KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_-]+)+$")
 VALUE = re.compile(r"^[A-Za-z0-9 ._:/-]{1,64}$")
 SYSCTL_FILE = re.compile(r"^/etc/sysctl\.d/[A-Za-z0-9_.-]+\.conf$")
-
-
-def render(settings):
-    lines = ["# Managed by pvetune (fix.yml); rollback.yml removes this file.",
-             "# Do not edit: changes are overwritten on the next fix run."]
-    for key in sorted(settings):
-        lines.append("%s = %s" % (key, settings[key]))
-    return "\n".join(lines) + "\n"
 
 
 def validate(module):
@@ -142,7 +134,7 @@ def main():
         if module.params["runtime"]:
             changes.plan_runtime("sysctl:" + key, path, current, value)
     if module.params["persist"]:
-        changes.plan_file(module.params["file"], render(settings))
+        changes.plan_file(module.params["file"], render_sysctl_dropin(settings))
     # Would a later sysctl.d file override ours at boot?
     overridden = []
     if module.params["persist"]:

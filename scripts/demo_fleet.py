@@ -25,6 +25,7 @@ import filecmp
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -32,7 +33,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 import conftest  # noqa: E402,F401  (makes ansible.module_utils.pvetune importable)
 
-from ansible.module_utils.pvetune import lxcfix, runtime  # noqa: E402
+from ansible.module_utils.pvetune import hostinfo, lxcfix, runtime  # noqa: E402
 from ansible.module_utils.pvetune.fileops import ChangeSet  # noqa: E402
 from ansible.module_utils.pvetune.fsroot import FsRoot  # noqa: E402
 from ansible.module_utils.pvetune.pci import build_config  # noqa: E402
@@ -602,6 +603,7 @@ def write_host(t, host, spec):
     if spec["loader"] == "grub":
         t.write("/etc/default/grub", GRUB_DEFAULT_FILE.format(default_args=spec["grub_default_args"]))
         t.write("/boot/grub/grub.cfg", grub_cfg(spec["installed"], spec["grub_default_args"]))
+        t.grub_host = True
         if spec["grub_dropin"]:
             t.write("/etc/default/grub.d/90-pvetune.cfg",
                     "# Managed by pvetune (boot.cmdline); remove with rollback.yml\n"
@@ -623,8 +625,7 @@ def write_host(t, host, spec):
                 "System currently booted with uefi\n"
                 "8E4F-1C2A is configured with: uefi (versions: %s)\n" % ", ".join(sorted(spec["installed"])))
     if spec["sysctl_file"]:
-        t.write("/etc/sysctl.d/" + spec["sysctl_file"],
-                "# Managed by pvetune (kernel.numa_balancing)\nkernel.numa_balancing = 0\n")
+        t.write("/etc/sysctl.d/" + spec["sysctl_file"], hostinfo.render_sysctl_dropin({"kernel.numa_balancing": "0"}))
     t.write("/etc/sysctl.d/99-sysctl.conf", "# see /etc/sysctl.conf\n")
     t.write("/etc/sysctl.conf", "#kernel.domainname = example.com\n#net.ipv4.ip_forward=1\n")
     t.write("/usr/lib/sysctl.d/50-pid-max.conf", "kernel.pid_max = 4194304\n")
@@ -639,13 +640,27 @@ def write_host(t, host, spec):
         write_state_file(t, spec)
 
 
+def run_update_grub(root):
+    """Regenerate /boot/grub/grub.cfg from the tree's GRUB configuration, as update-grub would after the
+    last change (tests/standins/update-grub emulates it on a tree), so grub.cfg and config agree."""
+    env = dict(os.environ, PVETUNE_ROOT=root)
+    subprocess.run([os.path.join(TOP, "tests", "standins", "update-grub")], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for leftover in (os.path.join(root, ".pvetune", "calls.log"),):
+        if os.path.exists(leftover):
+            os.unlink(leftover)
+
+
 def generate(out, hosts):
     for host in hosts:
         dest = os.path.join(out, host)
         if os.path.lexists(dest):
             shutil.rmtree(dest)
         os.makedirs(dest)
-        write_host(Tree(dest), host, HOSTS[host])
+        tree = Tree(dest)
+        write_host(tree, host, HOSTS[host])
+        if getattr(tree, "grub_host", False):
+            run_update_grub(dest)
 
 
 def compare(a, b):

@@ -71,8 +71,9 @@ class ChangeError(Exception):
 class ChangeSet:
     """Changes one module run makes, applied together."""
 
-    def __init__(self, fsroot, check_mode=False, run_id=None, state_dir=STATE_DIR):
+    def __init__(self, fsroot, check_mode=False, run_id=None, state_dir=STATE_DIR, record=True):
         self.fsroot = fsroot
+        self.record = record  # False: keep per-run backups but leave the manifest alone (rollback)
         self.check_mode = check_mode
         self.run_id = validate_run_id(run_id or new_run_id())
         self.state_dir = state_dir
@@ -114,6 +115,16 @@ class ChangeSet:
                            "link_before": current})
         return True
 
+    def plan_remove_link(self, host_path):
+        """Plan removing the symlink ``host_path`` (not what it points to)."""
+        real = self.fsroot.path(host_path, follow_last=False)
+        if not os.path.islink(real):
+            return False
+        current = os.readlink(real)
+        self.files.append({"path": host_path, "before": ("-> " + current).encode(), "after": None, "mode": None,
+                           "remove": True, "link": None, "link_before": current, "remove_link": True})
+        return True
+
     def plan_remove(self, host_path):
         before = self.read(host_path)
         if before is None:
@@ -140,6 +151,10 @@ class ChangeSet:
         """Ansible diff entries, one per file and one for all runtime values."""
         out = []
         for item in self.files:
+            if item.get("remove_link"):
+                out.append({"before_header": item["path"], "after_header": item["path"] + " (removed)",
+                            "before": "symlink -> %s\n" % item["link_before"], "after": ""})
+                continue
             if item.get("link") is not None:
                 out.append({"before_header": item["path"], "after_header": item["path"],
                             "before": "symlink -> %s\n" % item["link_before"] if item["link_before"] else "",
@@ -192,6 +207,8 @@ class ChangeSet:
         _atomic_write(path, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o600)
 
     def _keep_original(self, manifest, item):
+        if not self.record:
+            return {}
         entry = manifest["files"].get(item["path"])
         if entry is not None:
             return entry
@@ -225,9 +242,13 @@ class ChangeSet:
         self.applied = True
         if not self.files and not self.runtime:
             return []
-        manifest = self.load_manifest()
+        manifest = self.load_manifest() if self.record else {"files": {}, "runtime": {}}
         try:
             for item in self.files:
+                if item.get("remove_link"):
+                    os.unlink(self.fsroot.path(item["path"], follow_last=False))
+                    self.written.append((item["path"], ("link", item["link_before"])))
+                    continue
                 if item.get("link") is not None:
                     self._apply_symlink(manifest, item)
                     continue
@@ -240,6 +261,7 @@ class ChangeSet:
                 if item["remove"]:
                     os.unlink(real)
                 else:
+                    self._record_new_dirs(manifest, item["path"])
                     _makedirs(os.path.dirname(real))
                     if is_pmxcfs(item["path"]):
                         _inplace_write(real, item["after"])
@@ -253,16 +275,32 @@ class ChangeSet:
                                                            "first_run": self.run_id})
                 manifest["runtime"][rt["key"]]["last"] = rt["after"]
         finally:
-            self.save_manifest(manifest)
+            if self.record:
+                self.save_manifest(manifest)
         return [entry[0] for entry in self.written]
 
+    def _record_new_dirs(self, manifest, host_path):
+        """Remember the directories this write creates, so rollback can remove them again."""
+        if not self.record:
+            return
+        created = manifest.setdefault("dirs", [])
+        parent = os.path.dirname(host_path)
+        missing = []
+        while parent not in ("/", "") and not os.path.isdir(self.fsroot.path(parent)):
+            missing.append(parent)
+            parent = os.path.dirname(parent)
+        for directory in missing:
+            if directory not in created:
+                created.append(directory)
+
     def _apply_symlink(self, manifest, item):
-        entry = manifest["files"].get(item["path"])
+        entry = manifest["files"].get(item["path"]) if self.record else {}
         if entry is None:
             entry = {"existed": item["link_before"] is not None, "symlink": True,
                      "original_target": item["link_before"], "first_run": self.run_id}
             manifest["files"][item["path"]] = entry
         real = self.fsroot.path(item["path"], follow_last=False)
+        self._record_new_dirs(manifest, item["path"])
         _makedirs(os.path.dirname(real))
         tmp = os.path.join(os.path.dirname(real), ".%s.pvetune-tmp" % os.path.basename(real))
         if os.path.lexists(tmp):
@@ -279,7 +317,8 @@ class ChangeSet:
         for path, before in reversed(self.written):
             real = self.fsroot.path(path, follow_last=False)
             if isinstance(before, tuple):
-                os.unlink(real)
+                if os.path.lexists(real):
+                    os.unlink(real)
                 os.symlink(before[1], real)
             elif before is None:
                 if os.path.lexists(real):

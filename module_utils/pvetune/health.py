@@ -37,6 +37,7 @@ from ansible.module_utils.pvetune.runner import CommandUnavailable
 OK = "ok"
 SKIP = "skip"
 FAIL = "fail"
+PENDING = "pending"  # a CT that needs a restart the run was not allowed to do
 EXCERPT = 600
 UVM_PROBE = ["dd", "if=/dev/nvidia-uvm", "of=/dev/null", "bs=1", "count=0"]
 _GPU_LINE = re.compile(r"^GPU\s+(\d+):\s+(.*?)\s+\(UUID:\s*(GPU-[0-9A-Za-z-]+)\)\s*$")
@@ -166,10 +167,24 @@ def check_ct(runner, ctid, ct, host_nodes, uvm_probe=True):
     return _finish(target)
 
 
-def run_health(fsroot, runner, ctids=(), check_host_gpus=True, check_cts=True, uvm_probe=True):
+def mark_pending_restart(target):
+    """A CT whose config was fixed but that was not allowed to restart runs with its old device rules:
+    report what fails now, but as pending its restart, not as a failure of the fix."""
+    if target["status"] != FAIL:
+        return target
+    target["status"] = PENDING
+    target["message"] = ("its config is fixed; it still runs with the device rules of its last start and needs a "
+                         "restart (pvetune_restart_cts=true, or pct reboot %s): %s" % (target["ctid"],
+                                                                                       target["message"]))
+    return target
+
+
+def run_health(fsroot, runner, ctids=(), check_host_gpus=True, check_cts=True, uvm_probe=True,
+               pending_restart=()):
     """All targets; returns {"targets", "failed_targets", "summary", "skipped_commands"}.  Raises LxcFixError/FsError
     only for a requested CT without a config or an unreadable /etc/pve."""
-    result = {"targets": [], "failed_targets": [], "summary": {OK: 0, SKIP: 0, FAIL: 0}, "skipped_commands": []}
+    result = {"targets": [], "failed_targets": [], "summary": {OK: 0, SKIP: 0, FAIL: 0, PENDING: 0},
+              "skipped_commands": []}
     nodes, source = lxcgpu.stat_dev_nodes(fsroot)
     host_nodes = None if source == lxcgpu.SOURCE_NONE else nodes
     if check_host_gpus:
@@ -200,6 +215,8 @@ def run_health(fsroot, runner, ctids=(), check_host_gpus=True, check_cts=True, u
                 result["targets"].append(_finish(target))
                 continue
             target = check_ct(runner, ctid, ct, host_nodes, uvm_probe)
+            if ctid in set(pending_restart):
+                target = mark_pending_restart(target)
             for check in target["checks"]:
                 if check["name"] == "pct status" and check["message"].startswith("pct not run: "):
                     pct_missing = check["message"][len("pct not run: "):]

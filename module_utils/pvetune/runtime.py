@@ -102,17 +102,19 @@ def unit_name(subcommand):
     return "pvetune-%s.service" % subcommand
 
 
-def render_unit(subcommand, root="/", helper=HELPER):
-    """The unit file text for one subcommand (``root`` other than / only in test trees)."""
+def render_unit(subcommand, helper=HELPER):
+    """The unit file text for one subcommand.
+
+    Always the live host's paths: a tree (snapshot, scratch copy) stands for a host's "/", so
+    the unit inside it is the one that host runs.  A test harness that wants a real systemd to
+    run the helper against a tree calls ``pvetune-boot --root <tree>`` itself.
+    """
     spec = _UNITS[subcommand]
-    live = root in ("/", "")
-    exe = helper if live else root.rstrip("/") + helper
-    root_opt = "" if live else " --root %s" % root.rstrip("/")
     lines = ["# Managed by pvetune (fix.yml); rollback.yml removes this unit."]
     lines += ["# " + c for c in spec["comment"]]
     lines += ["[Unit]", "Description=%s" % spec["description"]] + spec["unit"]
     lines += ["", "[Service]", "Type=oneshot", "RemainAfterExit=yes"] + spec["service"]
-    lines += ["ExecStart=%s%s %s" % (exe, root_opt, subcommand)]
+    lines += ["ExecStart=%s %s" % (helper, subcommand)]
     lines += ["", "[Install]", "WantedBy=multi-user.target"]
     return "\n".join(lines) + "\n"
 
@@ -133,7 +135,7 @@ def render_config(config):
     return json.dumps(config, indent=2, sort_keys=True) + "\n"
 
 
-def plan_install(changes, subcommands, configs, root="/", lib_files=None, enable=True):
+def plan_install(changes, subcommands, configs, lib_files=None, enable=True):
     """Plan every file for ``subcommands`` on a ChangeSet; returns the host paths involved."""
     unknown = [s for s in subcommands if s not in SUBCOMMANDS]
     if unknown:
@@ -157,7 +159,7 @@ def plan_install(changes, subcommands, configs, root="/", lib_files=None, enable
         unit = "%s/%s" % (UNIT_DIR, unit_name(sub))
         paths += [conf, unit]
         changes.plan_file(conf, render_config(configs[sub]), mode=0o644)
-        changes.plan_file(unit, render_unit(sub, root), mode=0o644)
+        changes.plan_file(unit, render_unit(sub), mode=0o644)
         if enable:
             link = "%s/%s" % (WANTS_DIR, unit_name(sub))
             paths.append(link)

@@ -61,7 +61,22 @@ def test_stale_uvm_major_fails_the_ct_although_nvidia_smi_works(tmp_path):
         ["pct", "exec", "101", "--", "nvidia-smi", "-L"],
         ["pct", "exec", "101", "--", "dd", "if=/dev/nvidia-uvm", "of=/dev/null", "bs=1", "count=0"],
     ]
-    assert res["summary"] == {"ok": 1, "skip": 0, "fail": 1}
+    assert res["summary"] == {"ok": 1, "skip": 0, "fail": 1, "pending": 0}
+
+
+def test_fixed_but_not_restarted_ct_is_pending_not_failed(tmp_path):
+    tree = scratch(tmp_path)
+    res = fix(tree)
+    assert res["restart_required"] == [101]
+    res = health(tree, pending_restart=[101])
+    assert not res.get("failed"), res.get("msg")
+    ct = target(res, "ct:101")
+    assert ct["status"] == "pending" and "needs a restart" in ct["message"]
+    assert check(ct, "nvidia-uvm")["status"] == "fail"      # what fails now is still shown
+    assert res["summary"] == {"ok": 1, "skip": 0, "fail": 0, "pending": 1}
+    before = len(calls(tree))
+    res = health(tree, pending_restart=["101; reboot"])
+    assert res["failed"] is True and len(calls(tree)) == before   # rejected before any command
 
 
 def test_after_the_fix_and_a_restart_everything_is_ok(tmp_path):
@@ -69,7 +84,7 @@ def test_after_the_fix_and_a_restart_everything_is_ok(tmp_path):
     assert fix(tree, restart=True)["restarted"] == [101]
     res = health(tree)
     assert not res.get("failed"), res.get("msg")
-    assert res["summary"] == {"ok": 2, "skip": 0, "fail": 0} and res["changed"] is False
+    assert res["summary"] == {"ok": 2, "skip": 0, "fail": 0, "pending": 0} and res["changed"] is False
     assert check(target(res, "ct:101"), "nvidia-uvm")["status"] == "ok"
 
 

@@ -207,6 +207,15 @@ def sysctl_path(key):
     return "/proc/sys/" + key.replace(".", "/")
 
 
+def render_sysctl_dropin(settings):
+    """The /etc/sysctl.d drop-in pvetune owns, for {key: value}."""
+    lines = ["# Managed by pvetune (fix.yml); rollback.yml removes this file.",
+             "# Do not edit: changes are overwritten on the next fix run."]
+    for key in sorted(settings):
+        lines.append("%s = %s" % (key, settings[key]))
+    return "\n".join(lines) + "\n"
+
+
 def parse_sysctl_text(text):
     """[(line_no, key, value)] from a sysctl.conf-style file."""
     out = []

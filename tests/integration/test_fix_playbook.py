@@ -1,0 +1,142 @@
+"""fix.yml and rollback.yml on scratch copies of the demo fleet (stand-ins for Proxmox-only tools).
+
+This is also `make fix-demo`: with PVETUNE_FIX_DEMO_DIR set, the scratch trees, inventories and
+records stay there for a look afterwards.
+"""
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import DEMO_SNAPSHOTS, run_playbook
+from scratch_host import make_scratch
+
+HOSTS = ("pve-gpu01", "pve-gpu02", "pve-gpu03")
+# Bookkeeping of the stand-ins and pvetune's own state/backups: not host content.
+IGNORED = (".pvetune/calls.log", "var/lib/pvetune", "run")
+# What rollback deliberately keeps: the kernel package fix.yml installed on pve-gpu01 (it may be the
+# running kernel after a reboot; remove it with apt if wanted) and the grub.cfg that lists it.
+KEPT_KERNEL = ["boot/config-6.14.8-2-pve", "boot/grub/grub.cfg", "boot/initrd.img-6.14.8-2-pve",
+               "boot/vmlinuz-6.14.8-2-pve", "lib/modules/6.14.8-2-pve", "lib/modules/6.14.8-2-pve/modules.dep"]
+
+
+def files_of(root):
+    """{relative path: ("file", bytes) | ("link", target) | ("dir",)} for a tree."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root)
+            if rel.startswith(IGNORED):
+                continue
+            if os.path.islink(path):
+                out[rel] = ("link", os.readlink(path))
+            elif os.path.isdir(path):
+                out[rel] = ("dir",)
+            else:
+                with open(path, "rb") as handle:
+                    out[rel] = ("file", handle.read())
+    return out
+
+
+def differences(before, after):
+    changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+    return changed
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    keep = os.environ.get("PVETUNE_FIX_DEMO_DIR")
+    base = keep or str(tmp_path_factory.mktemp("fixdemo"))
+    if keep and os.path.exists(base):
+        shutil.rmtree(base)
+    os.makedirs(base, exist_ok=True)
+    roots = {}
+    for host in HOSTS:
+        roots[host] = make_scratch(host, os.path.join(base, host))
+    inventory = os.path.join(base, "inventory.yml")
+    with open(inventory, "w") as handle:
+        handle.write("all:\n  children:\n    gpu_hosts:\n      vars:\n        ansible_connection: local\n"
+                     "        ansible_become: false\n"
+                     "        ansible_python_interpreter: '{{ ansible_playbook_python }}'\n      hosts:\n")
+        for host in HOSTS:
+            handle.write("        %s:\n          pvetune_root: %s\n" % (host, roots[host]))
+    originals = dict((h, files_of(roots[h])) for h in HOSTS)
+    return {"base": base, "roots": roots, "inventory": inventory, "originals": originals}
+
+
+def recap(run, host):
+    stats = run.stats()
+    return dict((k, stats[k].get(host, 0)) for k in ("ok", "changed", "failures", "skipped"))
+
+
+def test_1_check_diff_plans_changes_and_writes_nothing(fleet, tmp_path):
+    run = run_playbook(tmp_path, "fix.yml", inventory=fleet["inventory"], cmdline="--check --diff",
+                       extravars={"pvetune_report_dir": os.path.join(fleet["base"], "reports-check")})
+    assert run.rc == 0, run.stdout[-3000:]
+    for host in HOSTS:
+        assert differences(fleet["originals"][host], files_of(fleet["roots"][host])) == [], host
+    assert recap(run, "pve-gpu02")["changed"] == 0
+    assert recap(run, "pve-gpu01")["changed"] >= 6
+    # The planned changes for pve-gpu01, by concern, with diffs.
+    planned = dict((e["task"], e["res"]) for e in run.results(host="pve-gpu01"))
+    cmdline = planned["Ensure the kernel command line arguments"]
+    assert cmdline["changed"] and cmdline["reboot_required"]
+    diffs = "".join(d.get("after", "") for d in cmdline["diff"])
+    assert "amd_pstate=active" in diffs and "processor.max_cstate=1" in diffs
+    mrrs = planned["Set PCIe MaxReadReq on the NVIDIA functions"]
+    assert [f["mrrs_after"] for f in mrrs["functions"]] == [4096] * 8
+    lxc = planned["Regenerate the NVIDIA device entries of the GPU containers"]
+    assert any("c 511:* rwm" in line for ct in lxc["cts"] for line in ct.get("lines", []))
+    kernel = planned["Install and pin the kernel series"]
+    assert kernel["changed"] and kernel["reboot_required"]
+    record = json.load(open(os.path.join(fleet["base"], "reports-check", os.listdir(
+        os.path.join(fleet["base"], "reports-check"))[0], "pve-gpu02.json")))
+    assert record["result"] == "ok" and record["check_mode"] is True
+
+
+def test_2_fix_then_every_check_passes_or_is_pending(fleet, tmp_path):
+    run = run_playbook(tmp_path, "fix.yml", inventory=fleet["inventory"],
+                       extravars={"pvetune_report_dir": os.path.join(fleet["base"], "reports-fix")})
+    assert run.rc == 0, run.stdout[-3000:]
+    assert recap(run, "pve-gpu02")["changed"] == 0
+    audit = run_playbook(tmp_path, "audit.yml", inventory=fleet["inventory"],
+                         extravars={"pvetune_report_dir": os.path.join(fleet["base"], "reports-audit")})
+    doc = json.load(open(os.path.join(fleet["base"], "reports-audit", "latest", "audit.json")))
+    for host in doc["hosts"]:
+        statuses = dict((c["id"], c["status"]) for c in host["checks"])
+        bad = dict((k, v) for k, v in statuses.items() if v in ("fail", "error"))
+        # pcie.link at idle and nvidia.driver are not pvetune's to fix
+        bad.pop("pcie.link", None)
+        assert bad == {}, (host["host"], bad)
+    gpu01 = dict((c["id"], c["status"]) for c in [h for h in doc["hosts"] if h["host"] == "pve-gpu01"][0]["checks"])
+    assert gpu01["boot.cmdline"] == "pending" and gpu01["kernel.version"] == "pending"
+    assert gpu01["pcie.mrrs"] == gpu01["kernel.numa_balancing"] == gpu01["lxc.gpu_devices"] == "pass"
+    assert audit.rc == 0
+
+
+def test_3_second_fix_run_changes_nothing(fleet, tmp_path):
+    run = run_playbook(tmp_path, "fix.yml", inventory=fleet["inventory"],
+                       extravars={"pvetune_report_dir": os.path.join(fleet["base"], "reports-fix2")})
+    assert run.rc == 0, run.stdout[-3000:]
+    for host in HOSTS:
+        assert recap(run, host)["changed"] == 0, (host, [e["task"] for e in run.results(host=host)
+                                                         if e["res"].get("changed")])
+
+
+def test_4_rollback_restores_every_touched_file(fleet, tmp_path):
+    run = run_playbook(tmp_path, "rollback.yml", inventory=fleet["inventory"])
+    assert run.rc == 0, run.stdout[-3000:]
+    for host in HOSTS:
+        expected = KEPT_KERNEL if host == "pve-gpu01" else []
+        assert differences(fleet["originals"][host], files_of(fleet["roots"][host])) == expected, host
+    grub_cfg = open(os.path.join(fleet["roots"]["pve-gpu01"], "boot/grub/grub.cfg")).read()
+    assert "amd_pstate=active" not in grub_cfg and "processor.max_cstate" not in grub_cfg
+    assert not os.path.exists(os.path.join(fleet["roots"]["pve-gpu01"], "etc/kernel/proxmox-boot-pin"))
+    assert not os.path.exists(os.path.join(fleet["roots"]["pve-gpu01"], "var/lib/pvetune/manifest.json"))
+    again = run_playbook(tmp_path, "rollback.yml", inventory=fleet["inventory"])
+    assert again.rc == 0
+    for host in HOSTS:
+        assert recap(again, host)["changed"] == 0
+    assert os.path.isdir(DEMO_SNAPSHOTS)

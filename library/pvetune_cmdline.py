@@ -27,7 +27,7 @@ description:
   - Every file it writes is backed up first and recorded for rollback.yml.
 version_added: "0.1.0"
 author:
-  - pvetune contributors
+  - pvetune contributors (@pvetune)
 options:
   root:
     description:

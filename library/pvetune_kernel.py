@@ -26,7 +26,7 @@ description:
     restored if a pin or refresh command fails. A host already pinned to the version runs no command.
 version_added: "0.1.0"
 author:
-  - pvetune contributors
+  - pvetune contributors (@pvetune)
 options:
   root:
     description:
@@ -315,8 +315,8 @@ def main():
         changes.plan_file(path, text)
     if state["next_boot"] and state["next_boot"] != chosen:
         module.warn("%s pins %s for the next boot only; it takes precedence over the pin until it is used "
-                    "(proxmox-boot-tool kernel unpin --next-boot removes it)" % (bootcfg.NEXT_BOOT_PIN,
-                                                                                state["next_boot"]))
+                    "(proxmox-boot-tool kernel unpin --next-boot removes it)"
+                    % (bootcfg.NEXT_BOOT_PIN, state["next_boot"]))
 
     regenerate = False
     if not changes.changed and loader == "grub" and not managed and grub_cfg is not None:
@@ -360,8 +360,8 @@ def main():
         run.result["pinned_after"] = after["pinned"]
         run.result["next_boot_kernel"] = after["next_boot_kernel"]
         if after["next_boot_kernel"] is not None and after["next_boot_kernel"] != chosen:
-            module.warn("the next boot uses %s (%s), not the pinned %s" % (after["next_boot_kernel"],
-                                                                         after["next_boot_reason"], chosen))
+            module.warn("the next boot uses %s (%s), not the pinned %s"
+                        % (after["next_boot_kernel"], after["next_boot_reason"], chosen))
     changed = changed or changes.changed or regenerate
     expected = run.result["next_boot_kernel"] or chosen
     finish(changed, expected != state["running"])

@@ -230,10 +230,11 @@ def main():
                 result["commands"].append(cmdlinefix.command_record([name] + args, rc, out, err))
                 if rc != 0:
                     restored = changes.restore_run()
-                    module.fail_json(msg="%s failed (rc=%s) after restoring the boot configuration; the files were "
-                                         "put back as they were (%s): %s" % (" ".join([name] + args), rc,
-                                                                            ", ".join(restored),
-                                                                            (err or out).strip()[-500:]), **result)
+                    what = " ".join([name] + args)
+                    detail = (err or out).strip()[-500:]
+                    msg = ("%s failed (rc=%s) after restoring the boot configuration; the files were put back as "
+                           "they were (%s): %s" % (what, rc, ", ".join(restored), detail))
+                    module.fail_json(msg=msg, **result)
             except CommandUnavailable as exc:
                 result["skipped_commands"].append({"command": " ".join([name] + args), "reason": exc.reason})
         if units_touched:
@@ -248,8 +249,8 @@ def main():
                                                           module.check_mode)
     failed_runtime = [r for r in result["runtime"] if r["result"] == "failed"]
     result["reboot_required"] = bool(plan["boot_files"])
-    result["changed"] = bool(changes.changed or any(r["result"] in ("restored", "would restore")
-                                                     for r in result["runtime"]))
+    runtime_changed = any(r["result"] in ("restored", "would restore") for r in result["runtime"])
+    result["changed"] = bool(changes.changed or runtime_changed)
     if not module.check_mode:
         remove_created_dirs(fsroot, manifest.get("dirs", []))
         remaining = remaining_manifest(manifest, plan["done_paths"], done_runtime)

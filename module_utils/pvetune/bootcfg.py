@@ -387,7 +387,7 @@ class GrubFile:
         self.warnings = warnings
         self._penv = penv
         self.env = {k: None if isinstance(v, _Unknown) else "".join(t for t, _o in v)
-                        for k, v in penv.items()}
+                    for k, v in penv.items()}
 
     def last(self, var):
         """The last assignment of ``var`` in this file, or None."""
@@ -1532,9 +1532,9 @@ def kernel_state(fsroot, loader_info=None):
     else:
         for key, path in (("next_boot", NEXT_BOOT_PIN), ("pinned", PIN_FILE)):
             if state[key] and grub["kernel"] != state[key]:
-                state["warnings"].append("%s names %s but GRUB_DEFAULT selects %s; GRUB follows GRUB_DEFAULT "
-                                         "(run proxmox-boot-tool kernel pin again)" % (path, state[key],
-                                                                                        grub["kernel"] or "entry 0"))
+                state["warnings"].append(
+                    "%s names %s but GRUB_DEFAULT selects %s; GRUB follows GRUB_DEFAULT "
+                    "(run proxmox-boot-tool kernel pin again)" % (path, state[key], grub["kernel"] or "entry 0"))
                 break
     form = grub.get("saved_form") if grub["form"] == "saved" else grub["form"]
     if grub["form"] == "saved":

@@ -51,11 +51,13 @@ def main(argv=None):
     config_path = "/etc/pvetune/%s.json" % args.subcommand
     try:
         config = json.loads(fsroot.read_text(config_path))
-    except Exception as exc:  # pylint: disable=broad-except - report any config problem the same way
-        print("pvetune-boot %s: cannot read %s: %s" % (args.subcommand, config_path, exc), file=sys.stderr)
+    # Any problem with the configuration is reported the same way.
+    except Exception as exc:  # pylint: disable=broad-except
+        sys.stderr.write("pvetune-boot %s: cannot read %s: %s\n" % (args.subcommand, config_path, exc))
         return 2
     runner = Runner(fsroot, run_command)
     ok, messages = getattr(module, func_name)(fsroot, runner, config)
+    stream = sys.stdout if ok else sys.stderr
     for line in messages:
-        print("pvetune-boot %s: %s" % (args.subcommand, line), file=sys.stdout if ok else sys.stderr)
+        stream.write("pvetune-boot %s: %s\n" % (args.subcommand, line))
     return 0 if ok else 1

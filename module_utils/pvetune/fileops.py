@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 
 from ansible.module_utils.pvetune.fsroot import FsError
 
@@ -141,7 +142,7 @@ class ChangeSet:
 
     def planned_view(self):
         """A read-only FsRoot-like view in which the planned files already have their new content."""
-        return PlannedView(self.fsroot, dict((f["path"], f["after"]) for f in self.files))
+        return PlannedView(self.fsroot, {f["path"]: f["after"] for f in self.files})
 
     @property
     def changed(self):
@@ -242,6 +243,7 @@ class ChangeSet:
         self.applied = True
         if not self.files and not self.runtime:
             return []
+        self._check_pmxcfs_writable()
         manifest = self.load_manifest() if self.record else {"files": {}, "runtime": {}}
         try:
             for item in self.files:
@@ -264,10 +266,14 @@ class ChangeSet:
                     self._record_new_dirs(manifest, item["path"])
                     _makedirs(os.path.dirname(real))
                     if is_pmxcfs(item["path"]):
-                        _inplace_write(real, item["after"])
+                        # Recorded first: an in-place write that fails half-way leaves part of the new bytes,
+                        # and restore_run() must put the original back.
+                        self.written.append((item["path"], item["before"]))
+                        _inplace_write(real, item["after"], item["path"])
                     else:
                         _atomic_write(real, item["after"], item["mode"] if item["before"] is None else None)
-                self.written.append((item["path"], item["before"]))
+                if not (is_pmxcfs(item["path"]) and not item["remove"]):
+                    self.written.append((item["path"], item["before"]))
                 entry["written_sha256"] = sha256(item["after"])
                 entry["last_run"] = self.run_id
             for rt in self.runtime:
@@ -315,21 +321,51 @@ class ChangeSet:
         """Undo this ChangeSet's file writes (newest first); returns restored paths."""
         restored = []
         for path, before in reversed(self.written):
-            real = self.fsroot.path(path, follow_last=False)
-            if isinstance(before, tuple):
-                if os.path.lexists(real):
-                    os.unlink(real)
-                os.symlink(before[1], real)
-            elif before is None:
-                if os.path.lexists(real):
-                    os.unlink(real)
-            elif is_pmxcfs(path):
-                _inplace_write(real, before)
-            else:
-                _atomic_write(real, before, None)
+            try:
+                real = self.fsroot.path(path, follow_last=False)
+                if isinstance(before, tuple):
+                    if os.path.lexists(real):
+                        os.unlink(real)
+                    os.symlink(before[1], real)
+                elif before is None:
+                    if os.path.lexists(real):
+                        os.unlink(real)
+                elif self.read(path) == before:
+                    pass  # still (or again) the original bytes: nothing to write (e.g. a write refused at once)
+                elif is_pmxcfs(path):
+                    _inplace_write(real, before, path)
+                else:
+                    _atomic_write(real, before, None)
+            except (OSError, IOError, FsError, ChangeError) as exc:
+                # Never raise from here: the caller is already reporting a failure.  Say what is left to do.
+                restored.append("%s (NOT restored: %s; the original is in %s/runs/%s)"
+                                % (path, exc, self.state_dir, self.run_id))
+                continue
             restored.append(path)
         self.written = []
         return restored
+
+    def _check_pmxcfs_writable(self):
+        """Refuse before anything is written when /etc/pve is read-only (pmxcfs without quorum).
+
+        pmxcfs reports files 0440 and directories 0555 while the node has no quorum, and then answers
+        every change with EACCES.  Root would pass the permission check and only fail at the first
+        write, after the backups; this check stops the run first, with the reason.
+        """
+        for item in self.files:
+            if not is_pmxcfs(item["path"]):
+                continue
+            real = self.fsroot.path(item["path"], follow_last=False)
+            target = real if os.path.lexists(real) else os.path.dirname(real)
+            try:
+                mode = os.stat(target).st_mode
+            except OSError:
+                continue
+            if not mode & stat.S_IWUSR:
+                raise ChangeError("%s is read-only (mode %04o): /etc/pve (pmxcfs) refuses every change while this "
+                                  "node has no quorum (pvecm status); nothing was written"
+                                  % (item["path"] if target == real else os.path.dirname(item["path"]),
+                                     stat.S_IMODE(mode)))
 
 
 class PlannedView:
@@ -358,7 +394,6 @@ class PlannedView:
         if host_path in self._planned:
             return (self._planned[host_path] or b"").decode("utf-8", errors)
         return self._fsroot.read_text(host_path, limit, errors)
-
 
     def read_value(self, host_path):
         return self.read_text(host_path).strip()
@@ -407,13 +442,29 @@ def _atomic_write(real, data, mode):
         raise
 
 
-def _inplace_write(real, data):
-    """Write without rename/chmod/chown (the Proxmox cluster filesystem refuses them)."""
-    flags = os.O_RDWR | os.O_CREAT
-    fd = os.open(real, flags, 0o640)
-    with os.fdopen(fd, "r+b") as handle:
-        handle.seek(0)
-        handle.write(data)
-        handle.truncate()
-        handle.flush()
-        os.fsync(handle.fileno())
+def _inplace_write(real, data, host_path=None):
+    """Write without rename/chmod/chown (the Proxmox cluster filesystem refuses them), then read back.
+
+    Raises ChangeError naming the file when a step fails or the file does not read back as written
+    (EACCES on /etc/pve means pmxcfs has no quorum).
+    """
+    shown = host_path or real
+    try:
+        fd = os.open(real, os.O_RDWR | os.O_CREAT, 0o640)
+        with os.fdopen(fd, "r+b") as handle:
+            handle.seek(0)
+            handle.write(data)
+            handle.truncate()
+            handle.flush()
+            os.fsync(handle.fileno())
+        with open(real, "rb") as handle:
+            back = handle.read()
+    except (OSError, IOError) as exc:
+        hint = ""
+        if exc.errno in (errno.EACCES, errno.EROFS) and shown.startswith(PMXCFS_PREFIX):
+            hint = " (/etc/pve refuses changes while this node has no quorum)"
+        raise ChangeError("writing %s in place failed: %s%s" % (shown, os.strerror(exc.errno) if exc.errno
+                                                                 else exc, hint))
+    if back != data:
+        raise ChangeError("%s does not read back what was written (%d bytes read, %d written)"
+                          % (shown, len(back), len(data)))

@@ -702,7 +702,7 @@ def validate_bdf(text):
     """
     if not isinstance(text, str):
         # ValueError on purpose: callers catch one exception type for any bad address.
-        raise ValueError("PCI address must be a string, not %s" % type(text).__name__)  # noqa: TRY004
+        raise ValueError("PCI address must be a string, not %s" % type(text).__name__)
     if len(text) != MAX_BDF_LEN or not BDF_RE.fullmatch(text):
         raise ValueError("invalid PCI address %r (expected dddd:bb:dd.f, lower-case hex)" % (text[:40],))
     return text
@@ -888,8 +888,9 @@ def _read_function(fsroot, bdf, vendor, prefix):
     if fn["config"] is not None:
         cfg = fn["config"]
         for key in ("vendor_id", "device_id"):
-            if fn[key] is not None and cfg[key] != fn[key]:
+            sysfs_value = fn[key]
+            if sysfs_value is not None and cfg[key] != sysfs_value:
                 errors.append("%s: %s 0x%04x differs from sysfs %s 0x%04x"
-                              % (config_path, key, cfg[key], key.split("_")[0], fn[key]))
+                              % (config_path, key, int(cfg[key] or 0), key.split("_", maxsplit=1)[0], int(sysfs_value)))
     fn["error"] = "; ".join(errors) if errors else None
     return fn

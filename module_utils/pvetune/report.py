@@ -245,8 +245,8 @@ def render_html(doc):
         if host.get("error"):
             parts.append("<p>%s %s</p>" % (_st("error"), e(host["error"])))
         for res in sorted(host["checks"], key=lambda r: (STATUS_ORDER.index(r["status"]), r["id"])):
-            parts.append("<details%s><summary>%s <b>%s</b> &middot; %s <span class=\"muted\">[%s]%s</span>"
-                         "</summary>" % (
+            summary_html = "<details%s><summary>%s <b>%s</b> &middot; %s <span class=\"muted\">[%s]%s</span></summary>"
+            parts.append(summary_html % (
                 " open" if res["status"] in ("fail", "error") else "", _st(res["status"]), e(res["id"]),
                 e(res["title"]), e(res["severity"]), " &middot; reboot required" if res["reboot_required"] else ""))
             parts.append("<dl><dt>current</dt><dd>%s</dd><dt>expected</dt><dd>%s</dd><dt>result</dt><dd>%s</dd>"

@@ -125,6 +125,6 @@ def plan_rollback(changes, manifest, force=False):
 
 def remaining_manifest(manifest, done_paths, done_runtime):
     """The manifest without what was rolled back."""
-    files = dict((p, e) for p, e in manifest.get("files", {}).items() if p not in set(done_paths))
-    runtime = dict((k, e) for k, e in manifest.get("runtime", {}).items() if k not in set(done_runtime))
+    files = {p: e for p, e in manifest.get("files", {}).items() if p not in set(done_paths)}
+    runtime = {k: e for k, e in manifest.get("runtime", {}).items() if k not in set(done_runtime)}
     return dict(manifest, files=files, runtime=runtime, dirs=[] if not files else manifest.get("dirs", []))

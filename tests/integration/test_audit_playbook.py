@@ -9,7 +9,7 @@ FACTS_TASK = "Gather and evaluate every pvetune check in one read-only pass"
 
 
 def statuses(checks):
-    return dict((c["id"], c["status"]) for c in checks)
+    return {c["id"]: c["status"] for c in checks}
 
 
 def test_demo_fleet_audit(tmp_path, demo_digest):
@@ -27,15 +27,15 @@ def test_demo_fleet_audit(tmp_path, demo_digest):
     stats = run.stats()
     for host in ("pve-gpu01", "pve-gpu02", "pve-gpu03"):
         assert stats["changed"].get(host, 0) in (0, 1)  # 1 = the controller-side report task (run_once)
-    changed_tasks = [e for e in run.events if e.get("event") == "runner_on_ok" and e["event_data"]["res"].get("changed")]
-    assert [e["event_data"]["task"] for e in changed_tasks] == ["Write audit.json, audit.html, junit.xml and summary.txt"]
+    changed_tasks = [e["task"] for e in run.results() if e["res"].get("changed")]
+    assert changed_tasks == ["Write audit.json, audit.html, junit.xml and summary.txt"]
     failed = run.results(event="runner_on_failed")
     assert [e["task"] for e in failed] == ["Fail the run when a host fails at or above the severity threshold"]
 
     # The snapshot trees are byte-identical before and after.
     assert tree_digest(DEMO_SNAPSHOTS) == demo_digest
 
-    by_host = dict((e["host"], statuses(e["res"]["results"])) for e in facts)
+    by_host = {e["host"]: statuses(e["res"]["results"]) for e in facts}
     gpu01 = by_host["pve-gpu01"]
     for cid in ("cpu.scaling_driver", "cpu.cstates", "kernel.numa_balancing", "pcie.mrrs", "kernel.version",
                 "boot.cmdline", "lxc.gpu_devices"):
@@ -105,7 +105,7 @@ def test_unreachable_and_broken_hosts_are_reported_not_hidden(tmp_path):
                        extravars={"pvetune_report_dir": str(tmp_path / "r"), "ansible_become": False})
     assert run.rc != 0
     doc = json.loads((tmp_path / "r" / "latest" / "audit.json").read_text())
-    hosts = dict((h["host"], h) for h in doc["hosts"])
+    hosts = {h["host"]: h for h in doc["hosts"]}
     assert hosts["good"]["checks"] and not hosts["good"]["summary"]["failed"]
     assert hosts["missing-root"]["error"] and "not a directory" in hosts["missing-root"]["error"]
     assert hosts["down"]["reachable"] is False and hosts["down"]["summary"]["failed"]
@@ -127,7 +127,7 @@ def test_collect_then_audit_the_snapshots_gives_the_same_results(tmp_path):
 
     def table(path):
         doc = json.loads((path / "latest" / "audit.json").read_text())
-        return dict((h["host"], [(c["id"], c["status"], c["current"]) for c in h["checks"]]) for h in doc["hosts"])
+        return {h["host"]: [(c["id"], c["status"], c["current"]) for c in h["checks"]] for h in doc["hosts"]}
 
     assert table(tmp_path / "a") == table(tmp_path / "b")
     assert os.path.isdir(os.path.join(TOP, "demo", "snapshots", "pve-gpu01"))

@@ -667,6 +667,9 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
         DEVICE_KEYS[line.key][0] for line in a.bad_rule_lines}
     # Lines we cannot read with certainty but which matter for NVIDIA.
     a.unclean = [line for line in main if not line.clean and _nvidia_relevant(line)]
+    # Unparseable lines that look like device rules, mounts or includes: Proxmox drops them with a warning,
+    # but what the author meant cannot be known, so they block a rewrite like an unparseable rule does.
+    a.unparsed = [line for line in main if line.kind == "garbage" and line.clean and _nvidia_relevant(line)]
 
     # Nodes the CT uses.
     a.mount_used = {}   # path -> node (bound into the CT by lxc.mount.entry)
@@ -729,7 +732,7 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
                 a.stale.append((line, f"{reason}; no NVIDIA node the CT uses has major {rule.major}{_uses_text(a)}"))
         elif rule.major not in a.current_nvidia:
             a.stale.append((line, f"{reason}; not the major of any current NVIDIA node"))
-    a.stale_ids = {id(line) for line, _ in a.stale}
+    a.stale_ids = {id(entry[0]) for entry in a.stale}
 
     # Which cgroup key families must cover the nodes.
     if cgroup_version in (2, "2", "v2"):
@@ -851,7 +854,7 @@ def evaluate_ct(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors
                         "are not fully known; pvetune will not rewrite stale lines until they exist")
     if a.uncovered:
         what = ", ".join("{} {}".format(u["key"], _node_label({"path": u["node"], "major": u["major"],
-                                                             "minor": u["minor"]})) for u in a.uncovered)
+                                                              "minor": u["minor"]})) for u in a.uncovered)
         if a.includes:
             messages.append(f"not covered by this file (lxc.include may cover them): {what}")
             warn = True
@@ -871,7 +874,7 @@ def evaluate_ct(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors
         messages.append(f"line {a.allow_all[0].line_no}: allow-all device rule {a.allow_all[0].display!r}; "
                         "every device is allowed")
         warn = True
-    for line in a.bad_rule_lines + [x for x in a.unclean if x not in a.bad_rule_lines]:
+    for line in a.bad_rule_lines + [x for x in a.unclean + a.unparsed if x not in a.bad_rule_lines]:
         messages.append(f"line {line.line_no}: cannot be read with certainty: {line.problem or 'unclean'}")
         warn = True
     for line in a.deny_hits:
@@ -957,13 +960,13 @@ def _plan(ct, host_majors, host_nodes, known, registered, cgroup_version):
             a.added_mounts.append(path)
         if added_mounts:
             edit.insert.setdefault(index_of[id(mount_anchor)], []).extend(added_mounts)
-            for _, text in added_mounts:
+            for _after, text in added_mounts:
                 edit.changes.append({"action": "add", "line_no": None, "after_line": mount_anchor.line_no,
                                      "old": None, "new": text, "reason": "CUDA control node not mounted"})
 
     # 2. Allow lines, per key family.
     families = list(a.families)
-    for family in _family_order({line.rule.family for line, _ in a.stale}):
+    for family in _family_order({entry[0].rule.family for entry in a.stale}):
         if family not in families:
             families.append(family)
     stale_reason = {id(line): reason for line, reason in a.stale}
@@ -984,6 +987,9 @@ def _plan(ct, host_majors, host_nodes, known, registered, cgroup_version):
         if a.bad_rule_lines:
             refusals.append("device rule(s) that cannot be parsed: line {}".format(", ".join(
                 str(line.line_no) for line in a.bad_rule_lines)))
+        if a.unparsed:
+            refusals.append("unparseable line(s) that mention devices, mounts or includes: line {}".format(
+                ", ".join(str(line.line_no) for line in a.unparsed)))
         if a.unclean:
             refusals.append("NVIDIA-related line(s) with undecodable bytes or control characters: "
                             "line {}".format(", ".join(str(line.line_no) for line in a.unclean)))
@@ -993,6 +999,9 @@ def _plan(ct, host_majors, host_nodes, known, registered, cgroup_version):
         if touches_existing and a.missing:
             refusals.append("NVIDIA node(s) {} mounted by the CT do not exist on the host, so the majors it needs "
                             "are not known".format(", ".join(m["source"] for m in a.missing)))
+        if touches_existing and not a.host_majors:
+            refusals.append("no NVIDIA driver is registered in /proc/devices (driver not loaded?), so the current "
+                            "majors are not known")
         if touches_existing and a.nodes_known and not a.mounts_nvidia:
             refusals.append("the CT mounts no NVIDIA nodes, so the majors it needs are not known")
     return edit, a, refusals
@@ -1049,7 +1058,7 @@ def _plan_family(a, ct, edit, family, index_of, stale_reason, added_mounts, moun
             continue
         start, end = rule.major_span
         value = line.value[:start] + str(new_major) + line.value[end:]
-        new_rule, _ = parse_device_rule(value, rule.kind, rule.family)
+        new_rule = parse_device_rule(value, rule.kind, rule.family)[0]
         if new_rule.identity() in created:
             edit.remove.add(i)
             edit.changes.append({"action": "remove", "line_no": line.line_no, "old": line.display, "new": None,
@@ -1122,7 +1131,7 @@ def _apply(ct, edit):
     for i, line in enumerate(ct.lines):
         if i not in edit.remove:
             out.append([edit.replace.get(i, line.body), line.eol])
-        for body, _ in edit.insert.get(i, []):
+        for body, _origin in edit.insert.get(i, []):
             out.append([body, line.eol if line.eol not in (b"", b"\r") else ct.eol])
     for item in out[:-1]:
         if item[1] in (b"", b"\r"):
@@ -1154,8 +1163,8 @@ def regenerate(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors_
     removals), or the result would not be a fixed point.  Idempotent.
     """
     original = ct.to_bytes()
-    edit, _, refusals = _plan(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_registered,
-                              cgroup_version)
+    edit, _unused, refusals = _plan(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_registered,
+                                    cgroup_version)
     if not edit.changes:
         return original, []
     if refusals:

@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# tests/lab/smoke.sh — builds the lab (cached), boots N VMs (default 2) and checks, over SSH, that
+# each looks like an untuned Proxmox VE GPU host the pvetune playbooks will later have to fix:
+#   numa_balancing = 1; acpi-cpufreq with a non-performance governor; acpi_idle with
+#   POLL/C1/C2/C3 enabled; two NVIDIA-id PCIe functions (one per NUMA node) at MaxReadReq 512;
+#   two kernels, GRUB booting its default; the seeded /dev/nvidia* nodes and CT 101 config.
+# Then: a masked setpci write (CAP_EXP+8.w=5000:7000) really moves MaxReadReq to 4096, and one
+# reboot shows (a) MaxReadReq back at 512 (what a boot-time unit must fix), (b) the edited
+# GRUB_CMDLINE_LINUX_DEFAULT (+ update-grub) in /proc/cmdline, (c) the uvm major read from
+# /etc/pvetune-lab/uvm-major at boot. Every VM is stopped at the end (also on failure).
+# Prints the time of every phase and closes with 'N passed, N failed'.
+set -euo pipefail
+
+LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+LAB=$LAB_DIR/lab.sh
+N=${SMOKE_VMS:-2}
+REBOOT_TIMEOUT=${SMOKE_REBOOT_TIMEOUT:-600}
+NEW_DEFAULT='quiet amd_pstate=active processor.max_cstate=1'
+UVM_AFTER=510
+
+PASS=0 FAIL=0
+PHASES=()
+T_ALL=$EPOCHREALTIME
+
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}'; }
+say() { printf '[smoke %s] %s\n' "$(date +%T)" "$*"; }
+phase() {   # phase NAME CMD...: run, time, record
+  local name=$1 t0=$EPOCHREALTIME
+  shift
+  say "== $name"
+  "$@"
+  local t
+  t=$(since "$t0")
+  PHASES+=("$(printf '%-22s %7s s' "$name" "$t")")
+  say "== $name: ${t} s"
+}
+result() {  # result OK? DESCRIPTION ACTUAL WANT
+  if (($1)); then
+    PASS=$((PASS + 1))
+    printf '  ok    %-50s %s\n' "$2" "$3"
+  else
+    FAIL=$((FAIL + 1))
+    printf '  FAIL  %-50s got [%s], want %s\n' "$2" "$3" "$4"
+  fi
+}
+check() {    # check DESCRIPTION ACTUAL REGEX: the whole of ACTUAL matches
+  local ok=0
+  [[ $2 =~ ^($3)$ ]] && ok=1
+  result "$ok" "$1" "$2" "/$3/"
+}
+check_eq() { # check_eq DESCRIPTION ACTUAL EXPECTED (literal)
+  local ok=0
+  [[ $2 == "$3" ]] && ok=1
+  result "$ok" "$1" "$2" "'$3'"
+}
+check_no() { # check_no DESCRIPTION ACTUAL REGEX: ACTUAL contains no match
+  local ok=1
+  [[ $2 =~ $3 ]] && ok=0
+  result "$ok" "$1" "$2" "no /$3/"
+}
+
+cleanup() {
+  local rc=$?
+  "$LAB" down || true
+  exit "$rc"
+}
+trap cleanup EXIT
+
+vssh() { local i=$1; shift; "$LAB" ssh "$i" -- "$@" </dev/null; }
+
+# Facts as key=value lines, gathered in one SSH round trip per VM.
+FACTS_SCRIPT=$(cat <<'EOF'
+set -u
+echo "boot_id=$(cat /proc/sys/kernel/random/boot_id)"
+echo "hostname=$(hostname)"
+echo "kernel=$(uname -r)"
+echo "cmdline=$(cat /proc/cmdline)"
+echo "numa_balancing=$(cat /proc/sys/kernel/numa_balancing)"
+echo "numa_nodes=$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)"
+echo "cpufreq_driver=$(cat /sys/devices/system/cpu/cpufreq/policy*/scaling_driver 2>/dev/null | sort -u | xargs)"
+echo "governor=$(cat /sys/devices/system/cpu/cpufreq/policy*/scaling_governor 2>/dev/null | sort -u | xargs)"
+echo "cpuidle_driver=$(cat /sys/devices/system/cpu/cpuidle/current_driver)"
+echo "cpuidle_states=$(for s in /sys/devices/system/cpu/cpu0/cpuidle/state*; do printf '%s:%s ' "$(cat $s/name)" "$(cat $s/disable)"; done | xargs)"
+echo "kernels=$(cd /boot && ls vmlinuz-* | sed 's/^vmlinuz-//' | sort -V | xargs)"
+echo "newest_kernel=$(cd /boot && ls vmlinuz-* | sed 's/^vmlinuz-//' | sort -V | tail -1)"
+echo "grub_first_kernel=$(sed -n 's#^[[:space:]]*linux[[:space:]]\+/boot/vmlinuz-\([^[:space:]]\+\).*#\1#p' /boot/grub/grub.cfg | head -1)"
+bdfs=$(lspci -D -n -d 10de: | cut -d' ' -f1 | xargs)
+echo "nvidia_bdfs=$bdfs"
+echo "nvidia_count=$(echo $bdfs | wc -w)"
+i=0
+for b in $bdfs; do
+  echo "gpu${i}_bdf=$b"
+  echo "gpu${i}_class=$(lspci -n -s $b | cut -d' ' -f2-3 | xargs)"
+  echo "gpu${i}_devctl=$(setpci -s $b CAP_EXP+8.w)"
+  echo "gpu${i}_mrrs=$(lspci -vv -s $b | sed -n 's/.*MaxReadReq \([0-9]*\) bytes.*/\1/p')"
+  echo "gpu${i}_numa=$(cat /sys/bus/pci/devices/$b/numa_node)"
+  i=$((i + 1))
+done
+dev() { [ -c "$1" ] && printf '%d:%d' "0x$(stat -c %t "$1")" "0x$(stat -c %T "$1")" || echo missing; }
+echo "dev_nvidia0=$(dev /dev/nvidia0)"
+echo "dev_nvidiactl=$(dev /dev/nvidiactl)"
+echo "dev_uvm=$(dev /dev/nvidia-uvm)"
+echo "dev_uvm_tools=$(dev /dev/nvidia-uvm-tools)"
+echo "proc_devices_nvidia=$(grep -c -i nvidia /proc/devices)"
+echo "ct101_allow=$(grep '^lxc.cgroup2.devices.allow' /etc/pve/lxc/101.conf 2>/dev/null | sed 's/.*: //' | xargs)"
+EOF
+)
+
+FACTS_DIR=$LAB_DIR/work/smoke-facts
+declare -A F   # facts of the VM last loaded
+gather_all() { # gather_all TAG: every VM's facts, in parallel, into $FACTS_DIR/TAG-vmN
+  local i p pids=()
+  mkdir -p "$FACTS_DIR"
+  for ((i = 1; i <= N; i++)); do
+    "$LAB" ssh "$i" -- bash -s <<<"$FACTS_SCRIPT" >"$FACTS_DIR/$1-vm$i" 2>&1 &
+    pids+=("$!")
+  done
+  for p in "${pids[@]}"; do wait "$p" || true; done
+}
+load_facts() { # load_facts TAG I
+  local k v
+  F=()
+  while IFS='=' read -r k v; do
+    [[ -n $k ]] && F[$k]=$v
+  done <"$FACTS_DIR/$1-vm$2"
+}
+
+show() {   # the relevant facts, briefly
+  local k
+  for k in kernel cmdline numa_balancing cpufreq_driver governor cpuidle_driver cpuidle_states \
+      kernels grub_first_kernel nvidia_bdfs gpu0_class gpu0_devctl gpu0_mrrs gpu0_numa gpu1_devctl \
+      gpu1_mrrs gpu1_numa dev_uvm ct101_allow; do
+    printf '    %-18s %s\n' "$k" "${F[$k]:-}"
+  done
+}
+
+declare -A BOOT_ID DEVCTL
+
+check_initial() {
+  local i
+  gather_all initial
+  for ((i = 1; i <= N; i++)); do
+    load_facts initial "$i"
+    BOOT_ID[$i]=${F[boot_id]}
+    say "vm$i facts:"
+    show
+    check "vm$i numa nodes" "${F[numa_nodes]}" 2
+    check "vm$i kernel.numa_balancing" "${F[numa_balancing]}" 1
+    check "vm$i cpufreq driver" "${F[cpufreq_driver]}" acpi-cpufreq
+    check_no "vm$i governor is not performance" "${F[governor]:-none}" 'performance|none'
+    check "vm$i cpuidle driver" "${F[cpuidle_driver]}" acpi_idle
+    check "vm$i cpuidle states enabled" "${F[cpuidle_states]}" 'POLL:0 C1:0 C2:0 C3:0'
+    check_no "vm$i stock cmdline (no max_cstate/amd_pstate)" "${F[cmdline]}" 'max_cstate|amd_pstate'
+    check "vm$i two kernels installed" "$(wc -w <<<"${F[kernels]}" | xargs)" 2
+    check_eq "vm$i GRUB default (first entry) is booted" "${F[kernel]}" "${F[grub_first_kernel]}"
+    check_eq "vm$i GRUB default is the newest (sort -V)" "${F[grub_first_kernel]}" "${F[newest_kernel]}"
+    check "vm$i NVIDIA-id functions" "${F[nvidia_count]}" 2
+    check "vm$i gpu0 class/id" "${F[gpu0_class]}" '0302: 10de:2bb5'
+    check "vm$i gpu0 NUMA node" "${F[gpu0_numa]}" 0
+    check "vm$i gpu1 NUMA node" "${F[gpu1_numa]}" 1
+    check "vm$i gpu0 MaxReadReq (lspci)" "${F[gpu0_mrrs]}" 512
+    check "vm$i gpu1 MaxReadReq (lspci)" "${F[gpu1_mrrs]}" 512
+    DEVCTL[$i:${F[gpu0_bdf]}]=${F[gpu0_devctl]}
+    DEVCTL[$i:${F[gpu1_bdf]}]=${F[gpu1_devctl]}
+    check "vm$i gpu0 DevCtl MRRS field (setpci)" "$(( (0x${F[gpu0_devctl]} >> 12) & 7 ))" 2
+    check "vm$i gpu1 DevCtl MRRS field (setpci)" "$(( (0x${F[gpu1_devctl]} >> 12) & 7 ))" 2
+    check "vm$i /dev/nvidia0" "${F[dev_nvidia0]}" 195:0
+    check "vm$i /dev/nvidiactl" "${F[dev_nvidiactl]}" 195:255
+    check "vm$i /dev/nvidia-uvm (seeded)" "${F[dev_uvm]}" 511:0
+    check "vm$i /dev/nvidia-uvm-tools (seeded)" "${F[dev_uvm_tools]}" 511:1
+    check "vm$i CT 101 allows a stale uvm major" "${F[ct101_allow]}" 'c 195:\* rwm c 509:\* rwm'
+  done
+}
+
+masked_write() {
+  local i b out
+  for ((i = 1; i <= N; i++)); do
+    # shellcheck disable=SC2016  # expands in the VM
+    out=$(vssh "$i" 'for b in $(lspci -D -n -d 10de: | cut -d" " -f1); do
+        setpci -s $b CAP_EXP+8.w=5000:7000
+        echo "$b $(setpci -s $b CAP_EXP+8.w) $(lspci -vv -s $b | sed -n "s/.*MaxReadReq \([0-9]*\) bytes.*/\1/p")"
+      done')
+    while read -r b dc mrrs; do
+      say "vm$i $b after masked write: DevCtl=$dc MaxReadReq=$mrrs"
+      check "vm$i $b MaxReadReq after CAP_EXP+8.w=5000:7000" "$mrrs" 4096
+      check_eq "vm$i $b DevCtl = (old & ~0x7000) | 0x5000" "$dc" \
+        "$(printf '%04x' $(( (0x${DEVCTL[$i:$b]:-0} & 0x8fff) | 0x5000 )))"
+    done <<<"$out"
+  done
+}
+
+edit_grub_and_uvm() {
+  local i pids=()
+  for ((i = 1; i <= N; i++)); do
+    (set -o pipefail; vssh "$i" "set -e
+      sed -i 's/^GRUB_CMDLINE_LINUX_DEFAULT=.*/GRUB_CMDLINE_LINUX_DEFAULT=\"$NEW_DEFAULT\"/' /etc/default/grub
+      grep '^GRUB_CMDLINE_LINUX_DEFAULT=' /etc/default/grub
+      update-grub 2>&1 | tail -1
+      echo $UVM_AFTER >/etc/pvetune-lab/uvm-major" | sed "s/^/  vm$i: /") &
+    pids+=("$!")
+  done
+  local p
+  for p in "${pids[@]}"; do wait "$p"; done
+}
+
+reboot_all() {
+  local i t0=$EPOCHREALTIME
+  for ((i = 1; i <= N; i++)); do
+    # a transient timer lets this SSH session end cleanly; AccuracySec: the default (1 min) lets
+    # systemd postpone a 1 s timer by up to a minute.
+    vssh "$i" 'systemd-run --quiet --on-active=1 --timer-property=AccuracySec=100ms systemctl reboot' ||
+      true
+  done
+  local pending=() still
+  for ((i = 1; i <= N; i++)); do pending+=("$i"); done
+  while ((${#pending[@]})); do
+    still=()
+    for i in "${pending[@]}"; do
+      local id
+      id=$(LAB_SSH_CONNECT_TIMEOUT=5 vssh "$i" 'cat /proc/sys/kernel/random/boot_id' 2>/dev/null) ||
+        id=
+      if [[ -n $id && $id != "${BOOT_ID[$i]}" ]]; then
+        say "vm$i back on SSH $(since "$t0") s after the reboot request"
+      else
+        still+=("$i")
+      fi
+    done
+    pending=("${still[@]}")
+    if ((${#pending[@]})); then
+      awk -v a="$(since "$t0")" -v b="$REBOOT_TIMEOUT" 'BEGIN{exit !(a > b)}' &&
+        { say "vm(s) ${pending[*]} not back after ${REBOOT_TIMEOUT}s"; return 1; }
+      sleep 3
+    fi
+  done
+}
+
+check_after_reboot() {
+  local i
+  gather_all rebooted
+  for ((i = 1; i <= N; i++)); do
+    load_facts rebooted "$i"
+    say "vm$i facts after reboot:"
+    show
+    check "vm$i rebooted (new boot_id)" "$([[ ${F[boot_id]} != "${BOOT_ID[$i]}" ]] && echo yes)" yes
+    check "vm$i gpu0 MaxReadReq reset to 512" "${F[gpu0_mrrs]}" 512
+    check "vm$i gpu1 MaxReadReq reset to 512" "${F[gpu1_mrrs]}" 512
+    check "vm$i /proc/cmdline has processor.max_cstate=1" \
+      "$(grep -o 'processor.max_cstate=1' <<<"${F[cmdline]}")" 'processor.max_cstate=1'
+    check "vm$i /proc/cmdline has amd_pstate=active" \
+      "$(grep -o 'amd_pstate=active' <<<"${F[cmdline]}")" 'amd_pstate=active'
+    check "vm$i cpuidle states with max_cstate=1" "${F[cpuidle_states]}" 'POLL:0 C1:0'
+    check_eq "vm$i still boots the GRUB default" "${F[kernel]}" "${F[grub_first_kernel]}"
+    check "vm$i uvm major from uvm-major at boot" "${F[dev_uvm]}" "$UVM_AFTER:0"
+    check "vm$i numa_balancing after reboot" "${F[numa_balancing]}" 1
+    say "vm$i cpufreq driver with amd_pstate=active (no _CPC in the lab): ${F[cpufreq_driver]:-none}"
+  done
+}
+
+down_and_verify() {
+  local pids
+  pids=$(cat "$LAB_DIR"/work/vms/vm*.pid 2>/dev/null | xargs || true)
+  "$LAB" down
+  local p alive=
+  for p in $pids; do   # a zombie waiting for init to reap it has stopped too
+    [[ $(ps -o stat= -p "$p" 2>/dev/null) == [^Z]* ]] && alive+=" $p"
+  done
+  check "all lab QEMUs stopped" "${alive:-none}" none
+}
+
+phase deps "$LAB" deps
+phase build "$LAB" build
+phase "up $N" "$LAB" up "$N"
+phase seed "$LAB" seed
+phase check-initial check_initial
+phase masked-mrrs-write masked_write
+phase grub-edit+uvm-major edit_grub_and_uvm
+phase reboot-to-ssh reboot_all
+phase check-after-reboot check_after_reboot
+phase down down_and_verify
+trap - EXIT
+
+say "phase times:"
+printf '  %s\n' "${PHASES[@]}"
+say "total $(since "$T_ALL") s"
+echo "smoke: $PASS passed, $FAIL failed"
+((FAIL == 0))

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Build the large synthetic host for the facts-module micro-benchmark.
+
+2 sockets x 64 cores x 2 threads = 256 CPUs (cpufreq policy and 3 cpuidle states
+each), 8 NVIDIA GPUs behind their root-port bridges, 40 Proxmox CT configs.
+
+Reuses scripts/demo_fleet.py's building blocks (Tree, write_host, the CT config
+writers, pve-gpu01's host spec: the "before the fix" case, so every check has
+work to do).  demo_fleet.py is imported, never modified: its CPU writers take a
+CPU count but hard-code the 128-CPU topology, so the few topology helpers are
+replaced in the imported module object for the duration of the build.
+
+Usage: bench/synth_host.py DEST   (DEST is replaced)
+"""
+
+import os
+import shutil
+import sys
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "scripts"))
+import demo_fleet  # noqa: E402  (also makes ansible.module_utils.pvetune importable)
+
+SOCKETS, CORES, THREADS = 2, 64, 2
+NCPU = SOCKETS * CORES * THREADS  # 256
+N_CTS = 40
+HOST = "pve-synth256"
+
+
+def cpu_socket(cpu):
+    # Linux numbering: first all cores' thread 0 (socket 0 then 1), then the siblings.
+    return (cpu % (SOCKETS * CORES)) // CORES
+
+
+def build(dest):
+    if os.path.lexists(dest):
+        shutil.rmtree(dest)
+    os.makedirs(dest)
+    spec = dict(demo_fleet.HOSTS["pve-gpu01"])
+    saved = (demo_fleet.cpu_socket, demo_fleet.write_cpu_sysfs, demo_fleet.cpuinfo)
+    orig_write_cpu, orig_cpuinfo = demo_fleet.write_cpu_sysfs, demo_fleet.cpuinfo
+    try:
+        demo_fleet.cpu_socket = cpu_socket
+        demo_fleet.write_cpu_sysfs = lambda t, s, ncpu=NCPU: orig_write_cpu(t, s, ncpu=NCPU)
+        demo_fleet.cpuinfo = lambda ncpu=NCPU: orig_cpuinfo(NCPU)
+        t = demo_fleet.Tree(dest)
+        demo_fleet.write_host(t, HOST, spec)
+    finally:
+        demo_fleet.cpu_socket, demo_fleet.write_cpu_sysfs, demo_fleet.cpuinfo = saved
+    cpus = "0-%d" % (NCPU - 1)
+    for node in range(SOCKETS):
+        lo, hi = node * CORES, (node + 1) * CORES - 1
+        t.write("/sys/devices/system/node/node%d/cpulist" % node,
+                "%d-%d,%d-%d\n" % (lo, hi, lo + SOCKETS * CORES, hi + SOCKETS * CORES))
+    t.write("/sys/devices/system/cpu/online", cpus + "\n")
+    # 40 CTs: 101 and 102 come from write_host; add GPU, device-passthrough and plain CTs up to 40.
+    lxc = "/etc/pve/nodes/%s/lxc" % HOST
+    for i in range(N_CTS - 2):
+        ctid = 103 + i
+        if i % 4 == 0:
+            text = demo_fleet.ct_config_gpu(ctid, "llm%d" % ctid, spec["ct_uvm_major"])
+        elif i % 4 == 1:
+            text = demo_fleet.ct_config_devn(ctid, "jupyter%d" % ctid)
+        else:
+            text = demo_fleet.ct_config_plain(ctid, "svc%d" % ctid)
+        t.write("%s/%d.conf" % (lxc, ctid), text)
+    return dest
+
+
+def describe(dest):
+    cpu_dir = os.path.join(dest, "sys/devices/system/cpu")
+    cpus = [n for n in os.listdir(cpu_dir) if n.startswith("cpu") and n[3:].isdigit()]
+    states = len(os.listdir(os.path.join(cpu_dir, "cpu0", "cpuidle")))
+    gpus = bridges = 0
+    pdir = os.path.join(dest, "sys/bus/pci/devices")
+    for name in os.listdir(pdir):
+        with open(os.path.join(pdir, name, "class")) as handle:
+            cls = handle.read().strip()
+        gpus += cls.startswith("0x03")
+        bridges += cls.startswith("0x0604")
+    cts = len([n for n in os.listdir(os.path.join(dest, "etc/pve/nodes", HOST, "lxc")) if n.endswith(".conf")])
+    files = sum(len(f) for _, _, f in os.walk(dest))
+    return {"cpus": len(cpus), "cpuidle_states_per_cpu": states, "gpus": gpus, "bridges": bridges,
+            "ct_configs": cts, "files": files}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    build(sys.argv[1])
+    print(describe(sys.argv[1]))

@@ -97,65 +97,31 @@ fleet_failed:
   type: bool
 """
 
-import datetime
-import os
-import re
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune import report
 
-TIMESTAMP = re.compile(r"^\d{8}T\d{6}Z(-\d{1,3})?$")
+# The controller runs this through the action plugin of the same name (action_plugins/pvetune_report.py),
+# which calls report.write_reports() in-process; this module is the same code for a direct module call.
 
-
-def _write(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.rename(tmp, path)
+ARGUMENT_SPEC = dict(
+    hosts=dict(type="list", elements="str", required=True),
+    audits=dict(type="dict", default={}),
+    dest=dict(type="path", required=True),
+    fail_on=dict(type="str", default="high", choices=["critical", "high", "medium", "low", "info"]),
+    run=dict(type="dict", default={}),
+    timestamp=dict(type="str"),
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            hosts=dict(type="list", elements="str", required=True),
-            audits=dict(type="dict", default={}),
-            dest=dict(type="path", required=True),
-            fail_on=dict(type="str", default="high", choices=["critical", "high", "medium", "low", "info"]),
-            run=dict(type="dict", default={}),
-            timestamp=dict(type="str"),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
-    now = datetime.datetime.now(datetime.timezone.utc)
-    stamp = params["timestamp"] or now.strftime("%Y%m%dT%H%M%SZ")
-    if not TIMESTAMP.match(stamp):
-        module.fail_json(msg="timestamp must look like 20261129T193000Z")
-    entries = [report.entry_from_audit(host, params["audits"].get(host)) for host in params["hosts"]]
-    doc = report.build_document(entries, fail_on=params["fail_on"],
-                                generated_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), run=params["run"])
-    text = report.render_text(doc)
-    dest = os.path.abspath(params["dest"])
-    run_dir = os.path.join(dest, stamp)
-    suffix = 1
-    while os.path.exists(run_dir) and not module.check_mode:
-        run_dir = os.path.join(dest, "%s-%d" % (stamp, suffix))
-        suffix += 1
-    names = {"audit.json": report.render_json(doc), "audit.html": report.render_html(doc),
-             "junit.xml": report.render_junit(doc), "summary.txt": text}
-    files = [os.path.join(run_dir, n) for n in sorted(names)]
-    if not module.check_mode:
-        os.makedirs(run_dir, exist_ok=True)
-        for name, content in names.items():
-            _write(os.path.join(run_dir, name), content)
-        latest = os.path.join(dest, "latest")
-        tmp_link = latest + ".tmp"
-        if os.path.lexists(tmp_link):
-            os.unlink(tmp_link)
-        os.symlink(os.path.basename(run_dir), tmp_link)
-        os.rename(tmp_link, latest)
-    module.exit_json(changed=not module.check_mode, report_dir=run_dir, files=files, summary_text=text,
-                     failed_hosts=doc["summary"]["failed_hosts"], fleet_failed=bool(doc["summary"]["failed_hosts"]))
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    try:
+        result = report.write_reports(p["hosts"], p["audits"], p["dest"], p["fail_on"], p["run"], p["timestamp"],
+                                      module.check_mode)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

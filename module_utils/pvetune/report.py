@@ -11,8 +11,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import datetime
 import html
 import json
+import os
 import re
 from xml.sax.saxutils import quoteattr as _quoteattr, escape as _xml_escape
 
@@ -269,3 +271,50 @@ def render_html(doc):
         parts.append("</section>")
     parts.append("</main></body></html>")
     return "\n".join(parts) + "\n"
+
+
+# -- writing -------------------------------------------------------------------
+TIMESTAMP = re.compile(r"^\d{8}T\d{6}Z(-\d{1,3})?\Z")
+
+
+def _write(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    os.rename(tmp, path)
+
+
+def write_reports(hosts, audits, dest, fail_on="high", run=None, timestamp=None, check_mode=False, now=None):
+    """Render and (unless check_mode) write <dest>/<timestamp>/{audit.json,audit.html,junit.xml,summary.txt}
+    and point <dest>/latest at it.  Returns the module result."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    stamp = timestamp or now.strftime("%Y%m%dT%H%M%SZ")
+    if not TIMESTAMP.match(stamp):
+        raise ValueError("timestamp must look like 20261129T193000Z")
+    audits = audits or {}
+    entries = [entry_from_audit(host, audits.get(host)) for host in hosts]
+    doc = build_document(entries, fail_on=fail_on, generated_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), run=run)
+    text = render_text(doc)
+    dest = os.path.abspath(dest)
+    run_dir = os.path.join(dest, stamp)
+    suffix = 1
+    while os.path.exists(run_dir) and not check_mode:
+        run_dir = os.path.join(dest, "%s-%d" % (stamp, suffix))
+        suffix += 1
+    names = {"audit.json": render_json(doc), "audit.html": render_html(doc),
+             "junit.xml": render_junit(doc), "summary.txt": text}
+    if not check_mode:
+        if not os.path.isdir(run_dir):
+            os.makedirs(run_dir)
+        for name, content in names.items():
+            _write(os.path.join(run_dir, name), content)
+        latest = os.path.join(dest, "latest")
+        tmp_link = latest + ".tmp"
+        if os.path.lexists(tmp_link):
+            os.unlink(tmp_link)
+        os.symlink(os.path.basename(run_dir), tmp_link)
+        os.rename(tmp_link, latest)
+    files = [os.path.join(run_dir, n) for n in sorted(names)]
+    failed = doc["summary"]["failed_hosts"]
+    return {"changed": not check_mode, "report_dir": run_dir, "files": files, "summary_text": text,
+            "failed_hosts": failed, "fleet_failed": bool(failed)}

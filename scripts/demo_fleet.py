@@ -355,8 +355,10 @@ def write_cpu_sysfs(t, spec, ncpu=128):
 
 
 def write_pci_sysfs(t, spec):
-    t.mkdir("/sys/bus/pci/drivers/nvidia")
-    t.mkdir("/sys/bus/pci/drivers/pcieport")
+    # Git keeps no empty directories: every directory of the tree holds a file, as in real sysfs.
+    for drv in ("nvidia", "pcieport"):
+        t.write("/sys/bus/pci/drivers/%s/uevent" % drv, "")
+    t.link("/sys/bus/pci/drivers/nvidia/module", "../../../../module/nvidia")
     for idx, (root_bus, port, bus) in enumerate(GPU_SLOTS):
         node = 0 if idx < 4 else 1
         rp_bdf = "0000:%s:%s" % (root_bus, port)
@@ -398,7 +400,8 @@ def write_pci_sysfs(t, spec):
 
 def write_iommu(t, spec):
     for unit in range(8):
-        t.mkdir("/sys/devices/pci0000:%02x/0000:%02x:00.2/iommu/ivhd%d" % (unit * 0x20, unit * 0x20, unit))
+        t.write("/sys/devices/pci0000:%02x/0000:%02x:00.2/iommu/ivhd%d/amd-iommu/cap"
+                % (unit * 0x20, unit * 0x20, unit), "0x00190064\n")
         t.link("/sys/class/iommu/ivhd%d" % unit,
                "../../devices/pci0000:%02x/0000:%02x:00.2/iommu/ivhd%d" % (unit * 0x20, unit * 0x20, unit))
     for group in range(16):
@@ -593,8 +596,9 @@ def write_host(t, host, spec):
     write_pci_sysfs(t, spec)
     write_iommu(t, spec)
     t.write("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n")
-    t.mkdir("/sys/module/nvidia")
-    t.mkdir("/sys/module/nvidia_uvm")
+    t.write("/sys/module/nvidia/version", "580.95.05\n")
+    t.write("/sys/module/nvidia/initstate", "live\n")
+    t.write("/sys/module/nvidia_uvm/initstate", "live\n")
     for ver in spec["installed"]:
         t.write("/boot/vmlinuz-%s" % ver, "")
         t.write("/boot/initrd.img-%s" % ver, "")
@@ -661,6 +665,9 @@ def generate(out, hosts):
         write_host(tree, host, HOSTS[host])
         if getattr(tree, "grub_host", False):
             run_update_grub(dest)
+        empty = [d for d, subdirs, files in os.walk(dest) if not subdirs and not files]
+        if empty:  # git would drop them and a clean clone would differ from the generated tree
+            raise SystemExit("empty directories in %s (git does not keep them): %s" % (host, empty[:5]))
 
 
 def compare(a, b):

@@ -29,7 +29,9 @@ description:
   - When the mode cannot be reached at runtime (no amd_pstate status file because another driver such as
     acpi-cpufreq is in use, a refused write, or a switch that does not take effect) the module reports it with
     RV(reboot_required) true and says that the C(amd_pstate=<mode>) boot argument (configured by the kernel
-    command line fix) is needed; it fails only with O(require_runtime_mode).
+    command line fix) is needed; it fails only with O(require_runtime_mode). When the running kernel was already
+    booted with C(amd_pstate=<mode>) and amd_pstate still did not load (no CPPC in the firmware), a reboot
+    changes nothing, so RV(reboot_required) is then false and the message says so.
 version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
@@ -142,7 +144,8 @@ predicted:
 reboot_required:
   description:
     - False for runtime changes. True when the requested amd_pstate mode cannot be reached at runtime (the
-      C(amd_pstate=<mode>) boot argument and a reboot are needed).
+      C(amd_pstate=<mode>) boot argument and a reboot are needed); false when the kernel already runs with that
+      argument (a reboot would not change the driver).
   returned: always
   type: bool
 changes:

@@ -111,7 +111,8 @@ def main():
         fsroot = FsRoot(p["root"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-    if not p["path"].startswith(("/run/", "/var/lock/", "/var/lib/pvetune/")) or ".." in p["path"].split("/"):
+    if (not p["path"].startswith(("/run/", "/var/lock/", "/var/lib/pvetune/")) or ".." in p["path"].split("/")
+            or any(ord(c) < 32 or ord(c) == 127 for c in p["path"])):
         module.fail_json(msg="path must be under /run, /var/lock or /var/lib/pvetune, got %r" % p["path"])
     if len(p["owner"]) > 200 or any(c in p["owner"] for c in "\n\r\x00"):
         module.fail_json(msg="owner must be one short line")

@@ -83,8 +83,9 @@ from ansible.module_utils.pvetune.fileops import ChangeError, ChangeSet
 from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.hostinfo import read_sysctl_persisted, render_sysctl_dropin, sysctl_path
 
-KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_-]+)+$")
-VALUE = re.compile(r"^[A-Za-z0-9 ._:/-]{1,64}$")
+# \Z, not $: "$" also matches before a trailing newline ("kernel.numa_balancing\n" would pass).
+KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_-]+)+\Z")
+VALUE = re.compile(r"^[A-Za-z0-9 ._:/-]{1,64}\Z")
 SYSCTL_FILE = re.compile(r"^/etc/sysctl\.d/[A-Za-z0-9_.-]+\.conf$")
 
 
@@ -96,8 +97,9 @@ def validate(module):
         value = str(value).strip()
         if not KEY.match(key):
             module.fail_json(msg="settings: %r is not a sysctl key" % key)
-        if not VALUE.match(value):
-            module.fail_json(msg="settings: value %r of %s has characters a sysctl value may not have" % (value, key))
+        if not VALUE.match(value) or (value.startswith("-") and not value[1:2].isdigit()) or ".." in value:
+            module.fail_json(msg="settings: value %r of %s is not a plain sysctl value (%s, no leading '-' except "
+                                 "a negative number, no '..')" % (value[:40], key, VALUE.pattern))
         settings[key] = value
     if not settings:
         module.fail_json(msg="settings must not be empty")
@@ -130,6 +132,9 @@ def main():
         current = fsroot.try_value(path)
         if current is None:
             module.fail_json(msg="%s does not exist: the running kernel has no sysctl %s" % (path, key))
+        if not VALUE.match(current):
+            module.fail_json(msg="%s holds %r, which is not a sysctl value; not changing it (is this procfs?)"
+                                 % (path, current[:40]))
         runtime[key] = {"before": current, "after": value if module.params["runtime"] else current}
         if module.params["runtime"]:
             changes.plan_runtime("sysctl:" + key, path, current, value)

@@ -541,10 +541,18 @@ class _Parser:
                 continue
             if c in "$`":
                 flush()
-                if c == "$":
-                    self.dollar(segs, '"')
-                else:
-                    self.backtick(segs, '"')
+                try:
+                    if c == "$":
+                        self.dollar(segs, '"')
+                    else:
+                        self.backtick(segs, '"')
+                except GrubParseError as exc:
+                    opened = self.line_of(opening)
+                    if exc.line_no == opened:
+                        raise
+                    # An unbalanced quote swallows the lines after it; say where it was opened.
+                    raise GrubParseError(self.path, opened, "double quote opened here is still open at line %s, "
+                                         "where %s" % (exc.line_no, exc.message))
                 buf_start = self.pos
                 continue
             k = self.nl(self.pos)

@@ -120,6 +120,12 @@ def check_scaling_driver(facts, policy):
     items = [{"name": d, "status": "pass" if d == want else "fail", "current": d, "expected": want,
               "message": "policies: %s" % ",".join(sorted(p, key=lambda x: int(x[6:]) if x[6:].isdigit() else 0)[:8])
               + (" …" if len(p) > 8 else "")} for d, p in sorted(drivers.items())]
+    unreadable = _read_errors(cpu, "scaling_driver")
+    if unreadable:
+        current += "; cannot read %s" % "; ".join(unreadable[:4])
+        if set(drivers) <= {want, "(unreadable)"}:
+            return make_result(cid, policy, "error", current, "cannot read the cpufreq driver of %d policies: %s"
+                               % (len(unreadable), "; ".join(unreadable[:4])), items, ev)
     if drivers and set(drivers) == {want}:
         return make_result(cid, policy, "pass", current, "every policy uses %s" % want, items, ev)
     arg_state = _arg_state(facts, mode_arg)[0]
@@ -138,9 +144,14 @@ def check_scaling_driver(facts, policy):
                            reboot_required=arg_state != "effective")
     fallback = set(policy.get("scaling_driver_fallback") or [])
     if drivers and set(drivers) <= fallback:
+        # Say why the wanted driver is not there, so an accepted fallback is never a silent pass.
+        why = {"effective": "%s is on /proc/cmdline but amd_pstate did not load (no CPPC in the firmware?)"
+                            % mode_arg,
+               "transient": "%s is on /proc/cmdline but not configured in the boot loader" % mode_arg,
+               "missing": "%s is not on the kernel command line" % mode_arg}.get(arg_state)
         return make_result(cid, policy, "warn", current,
-                           "%s is accepted by this host's policy (scaling_driver_fallback) instead of %s"
-                           % (", ".join(sorted(drivers)), want), items, ev)
+                           "%s is accepted by this host's policy (scaling_driver_fallback) instead of %s%s"
+                           % (", ".join(sorted(drivers)), want, "; " + why if why else ""), items, ev)
     if not drivers:
         return make_result(cid, policy, "fail", current,
                            "no cpufreq driver is active; expected %s" % want, items, ev, reboot_required=True)
@@ -149,6 +160,8 @@ def check_scaling_driver(facts, policy):
                "(is CPPC enabled in the BIOS?)" % (mode_arg, ", ".join(sorted(drivers))))
     else:
         msg = "driver is %s; add %s to the kernel command line and reboot" % (", ".join(sorted(drivers)), mode_arg)
+    if unreadable:
+        msg += "; cannot read %s" % "; ".join(unreadable[:4])
     return make_result(cid, policy, "fail", current, msg, items, ev, reboot_required=True)
 
 
@@ -170,6 +183,12 @@ def _short_list(names, limit=8):
     return ", ".join(names[:limit]) + (" and %d more" % (len(names) - limit) if len(names) > limit else "")
 
 
+def _read_errors(cpu, fname):
+    """'path: reason' of the cpufreq files named ``fname`` that could not be read."""
+    return ["%s: %s" % (e["path"], e["error"]) for e in (cpu.get("errors") or [])
+            if str(e.get("path", "")).endswith("/" + fname)]
+
+
 def check_governor(facts, policy):
     cid = "cpu.governor"
     err = _section_error(facts, "cpu")
@@ -183,6 +202,10 @@ def check_governor(facts, policy):
                            evidence=ev)
     want = policy["governor"]
     bad, items = _policy_items(policies, "governor", want, "governor")
+    unreadable = _read_errors(cpu, "scaling_governor")
+    if unreadable and not [v for v in bad if v != "(unreadable)"]:
+        return make_result(cid, policy, "error", None, "cannot read the governor of %d of %d policies: %s"
+                           % (len(unreadable), len(policies), "; ".join(unreadable[:4])), items, ev)
     if not bad:
         return make_result(cid, policy, "pass", want, "all %d policies use %s" % (len(policies), want), evidence=ev)
     unavailable = [n for n, p in policies.items()
@@ -190,6 +213,8 @@ def check_governor(facts, policy):
     msg = "%d of %d policies are not on %s" % (sum(len(v) for v in bad.values()), len(policies), want)
     if unavailable:
         msg += "; %s is not offered by the driver on %s" % (want, _short_list(unavailable))
+    if unreadable:
+        msg += "; cannot read %s" % "; ".join(unreadable[:4])
     current = ", ".join(sorted("%s (%d)" % (v, len(n)) for v, n in bad.items()))
     return make_result(cid, policy, "fail", current, msg, items, ev)
 
@@ -262,6 +287,12 @@ def check_cstates(facts, policy):
     current = "max_cstate param %s; enabled states: %s" % (
         param if param is not None else "n/a",
         ", ".join(s["name"] for s in (idle.get("states") or {}).values() if s["enabled_count"]) or "none")
+    read_errors = ["%s: %s" % (e["path"], e["error"]) for e in idle.get("errors") or []]
+    if read_errors and not problems and not cmdline_err:
+        return make_result(cid, policy, "error", current, "cannot read %d cpuidle file(s): %s"
+                           % (len(read_errors), "; ".join(read_errors[:4])), items, ev)
+    if read_errors:
+        problems.append("cannot read %s" % "; ".join(read_errors[:4]))
     if cmdline_err and not problems:
         return make_result(cid, policy, "error", current, "cannot tell whether %s is effective: %s"
                            % (arg, cmdline_err), items, ev)
@@ -296,6 +327,9 @@ def check_numa_balancing(facts, policy):
         return make_result(cid, policy, "skip", None,
                            "/proc/sys/kernel/numa_balancing does not exist (kernel without NUMA balancing or one node)",
                            evidence=ev)
+    if not runtime.isdigit():
+        return make_result(cid, policy, "error", runtime[:40],
+                           "/proc/sys/kernel/numa_balancing holds %r, not a number" % runtime[:40], evidence=ev)
     cmdline_off = "numa_balancing=disable" in _effective_args(facts)
     conf_off = "numa_balancing=disable" in (_configured_args(facts) or [])
     persisted_ok = (persisted is not None and persisted["value"] == want) or (want == "0" and conf_off)
@@ -351,8 +385,10 @@ def check_mrrs(facts, policy):
     values = sorted({g.get("mrrs") for g in gpus if g.get("mrrs") is not None})
     current = "MaxReadReq %s on %d GPUs" % ("/".join(str(v) for v in values) or "?", len(gpus))
     if fails:
-        return make_result(cid, policy, "fail", current, "%d of %d GPUs below MaxReadReq %d: %s" % (
-            len(fails), len(gpus), want, ", ".join(i["name"].split()[0] for i in fails)), items, ev)
+        return make_result(cid, policy, "fail", current, "%d of %d GPUs below MaxReadReq %d: %s%s" % (
+            len(fails), len(gpus), want, ", ".join(i["name"].split()[0] for i in fails),
+            "; could not read %d: %s" % (len(errors), "; ".join(i["message"] for i in errors)) if errors else ""),
+            items, ev)
     if errors:
         return make_result(cid, policy, "error", current, "could not read %d GPU config spaces: %s" % (
             len(errors), "; ".join(i["message"] for i in errors)), items, ev)
@@ -395,8 +431,9 @@ def check_link(facts, policy):
     counts = {s: sum(1 for i in items if i["status"] == s) for s in ("fail", "warn", "error")}
     current = ", ".join(sorted({i["current"] for i in items if i["current"]})) or None
     if counts["fail"]:
-        return make_result(cid, policy, "fail", current, "%d GPU links narrower than their capability" % counts["fail"],
-                           items, ev)
+        return make_result(cid, policy, "fail", current, "%d GPU links narrower than their capability%s" % (
+            counts["fail"], "; could not read %d: %s" % (counts["error"], "; ".join(
+                i["message"] for i in items if i["status"] == "error")) if counts["error"] else ""), items, ev)
     if counts["error"]:
         return make_result(cid, policy, "error", current, "could not read %d GPU links: %s" % (
             counts["error"], "; ".join(i["message"] for i in items if i["status"] == "error")), items, ev)

@@ -42,6 +42,7 @@ from ansible.module_utils.pvetune.hostinfo import format_cpu_list, parse_cpu_lis
 CPU_DIR = "/sys/devices/system/cpu"
 CPUFREQ_DIR = CPU_DIR + "/cpufreq"
 AMD_PSTATE_STATUS = CPU_DIR + "/amd_pstate/status"
+PROC_CMDLINE = "/proc/cmdline"
 MODES = ("active", "passive", "guided")
 MODE_DRIVERS = {"active": "amd-pstate-epp", "passive": "amd-pstate", "guided": "amd-pstate"}
 EPP_DRIVER = "amd-pstate-epp"
@@ -110,6 +111,7 @@ def read_state(fsroot):
     state = {
         "amd_pstate_present": fsroot.exists(AMD_PSTATE_STATUS),
         "amd_pstate_status": fsroot.try_value(AMD_PSTATE_STATUS),
+        "cmdline": fsroot.try_value(PROC_CMDLINE),
         "policies": [],
     }
     names = [n for n in fsroot.listdir(CPUFREQ_DIR) if _POLICY.fullmatch(n)]
@@ -151,11 +153,22 @@ def boot_arg_message(mode):
             "(the kernel command line fix configures it)" % mode)
 
 
+def booted_with_mode(cmdline, mode):
+    """True when the running kernel was booted with ``amd_pstate=<mode>`` (the last one wins;
+    the kernel treats "-" and "_" in parameter names alike)."""
+    values = [arg.split("=", 1)[1] for arg in (cmdline or "").split()
+              if "=" in arg and arg.split("=", 1)[0].replace("-", "_") == "amd_pstate"]
+    return bool(values) and values[-1].strip('"') == mode
+
+
 def plan_mode(state, mode):
     """What to do about the amd_pstate mode.
 
     action: "not_requested" | "none" (already) | "switch" | "unavailable" (no amd_pstate
-    status file: the scaling driver is not amd_pstate; reboot_required).
+    status file: the scaling driver is not amd_pstate). An unavailable mode needs a reboot
+    (reboot_required) unless the running kernel was already booted with amd_pstate=<mode>:
+    then amd_pstate could not load (no CPPC in the firmware) and another reboot changes
+    nothing; a fix run must not reboot such a host on every run.
     """
     current = state["amd_pstate_status"]
     step = {"requested": mode, "before": current, "after": current, "action": "none",
@@ -165,6 +178,12 @@ def plan_mode(state, mode):
         return step
     if not state["amd_pstate_present"]:
         found = ", ".join(sorted(drivers(state))) or "none"
+        if booted_with_mode(state.get("cmdline"), mode):
+            step.update(action="unavailable", reboot_required=False,
+                        message="%s does not exist although the kernel was booted with amd_pstate=%s: amd_pstate "
+                        "did not load (scaling driver: %s; is CPPC enabled in the firmware?); a reboot does not "
+                        "change that" % (AMD_PSTATE_STATUS, mode, found))
+            return step
         step.update(action="unavailable", reboot_required=True,
                     message="%s does not exist: amd_pstate is not the scaling driver (scaling driver: %s); %s"
                     % (AMD_PSTATE_STATUS, found, boot_arg_message(mode)))

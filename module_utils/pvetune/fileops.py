@@ -81,6 +81,7 @@ class ChangeSet:
         self.files = []  # dicts: path, before, after, mode, remove
         self.runtime = []  # dicts: key, path, before, after
         self.written = []  # (path, before bytes or None) actually written by apply()
+        self.created_dirs = []  # real paths of directories apply() created, parents first (restore_run removes them)
         self.applied = False
 
     # -- planning -----------------------------------------------------------
@@ -264,7 +265,7 @@ class ChangeSet:
                     os.unlink(real)
                 else:
                     self._record_new_dirs(manifest, item["path"])
-                    _makedirs(os.path.dirname(real))
+                    self._makedirs_recorded(os.path.dirname(real))
                     if is_pmxcfs(item["path"]):
                         # Recorded first: an in-place write that fails half-way leaves part of the new bytes,
                         # and restore_run() must put the original back.
@@ -343,7 +344,22 @@ class ChangeSet:
                 continue
             restored.append(path)
         self.written = []
+        for real in reversed(self.created_dirs):
+            try:
+                os.rmdir(real)  # only when empty: a directory this run created and nobody filled since
+            except OSError:
+                pass
+        self.created_dirs = []
         return restored
+
+    def _makedirs_recorded(self, real_dir):
+        missing = []
+        while real_dir and not os.path.isdir(real_dir):
+            missing.append(real_dir)
+            real_dir = os.path.dirname(real_dir)
+        if missing:
+            _makedirs(missing[0])
+        self.created_dirs.extend(reversed(missing))
 
     def _check_pmxcfs_writable(self):
         """Refuse before anything is written when /etc/pve is read-only (pmxcfs without quorum).
@@ -463,8 +479,8 @@ def _inplace_write(real, data, host_path=None):
         hint = ""
         if exc.errno in (errno.EACCES, errno.EROFS) and shown.startswith(PMXCFS_PREFIX):
             hint = " (/etc/pve refuses changes while this node has no quorum)"
-        raise ChangeError("writing %s in place failed: %s%s" % (shown, os.strerror(exc.errno) if exc.errno
-                                                                 else exc, hint))
+        reason = os.strerror(exc.errno) if exc.errno else exc
+        raise ChangeError("writing %s in place failed: %s%s" % (shown, reason, hint))
     if back != data:
         raise ChangeError("%s does not read back what was written (%d bytes read, %d written)"
                           % (shown, len(back), len(data)))

@@ -50,7 +50,13 @@ class FsRoot:
             raise ValueError("root must not contain NUL bytes")
         if not os.path.isabs(root):
             raise ValueError("root must be an absolute path: %r" % root)
+        if any(ord(c) < 32 or ord(c) == 127 for c in root):
+            raise ValueError("root must not contain control characters: %r" % root[:80])
         self.root = os.path.normpath(os.path.realpath(root)) if root != "/" else "/"
+        if root != "/" and self.root == "/":
+            # A tree that turns out to be the live system ("/.", a symlink to /) would be treated as
+            # a tree (no stand-ins, no reboot) while every write lands on this machine.
+            raise ValueError("root %r resolves to /; pass / to act on the live host" % root[:80])
         self.live = self.root == "/"
         self._dir_cache = {}
 

@@ -426,6 +426,13 @@ def plan_ct(fsroot, ctid, path, host, known, cgroup_version, changes):
     """Regenerate one CT config and plan the write on ``changes``; returns the result item."""
     item = {"ctid": ctid, "path": path, "changed": False, "lines": [], "changes": [], "needs_restart": False,
             "restarted": False, "running": None, "status": UNCHANGED, "reason": None, "messages": []}
+    st = fsroot.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        # pmxcfs holds only regular files; a symlink here (a copied or hand-made tree) would make the
+        # in-place write land wherever it points.
+        what = "a symlink to %s" % fsroot.readlink(path) if stat.S_ISLNK(st.st_mode) else "not a regular file"
+        item.update(status=REFUSED, reason="%s is %s; not writing through it" % (path, what))
+        return item
     data = fsroot.read_bytes(path)
     ct = lxcgpu.parse_ct_config(data, path)
     item["_ct"] = ct

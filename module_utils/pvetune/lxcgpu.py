@@ -999,6 +999,9 @@ def _plan(ct, host_majors, host_nodes, known, registered, cgroup_version):
         if touches_existing and a.missing:
             refusals.append("NVIDIA node(s) {} mounted by the CT do not exist on the host, so the majors it needs "
                             "are not known".format(", ".join(m["source"] for m in a.missing)))
+        if touches_existing and not a.host_majors:
+            refusals.append("no NVIDIA driver is registered in /proc/devices (driver not loaded?), so the current "
+                            "majors are not known")
         if touches_existing and a.nodes_known and not a.mounts_nvidia:
             refusals.append("the CT mounts no NVIDIA nodes, so the majors it needs are not known")
     return edit, a, refusals

@@ -116,7 +116,9 @@ def select_functions(fsroot, opts):
     usable = []
     for fn in fns:
         cfg = fn["config"]
-        if cfg is None:
+        if cfg is None or fn.get("error"):
+            # Unreadable ids (vendor/class) or a config that disagrees with them: which device this is,
+            # is not certain, so it is not written to.
             errors.append("%s: %s" % (fn["bdf"], fn["error"] or "config space unreadable"))
         elif cfg["cap_exp"] is None:
             errors.append("%s: no PCI Express capability, so no MaxReadReq" % fn["bdf"])

@@ -167,7 +167,12 @@ SCENARIOS = [
      None, "amd_pstate is loaded in guided mode", False),
     ("cpu.scaling_driver", "warn", [all_policies("driver", "acpi-cpufreq"), setv(("cpu", "amd_pstate_status"), None)],
      {"scaling_driver_fallback": ["acpi-cpufreq"]},
-     "acpi-cpufreq is accepted by this host's policy (scaling_driver_fallback) instead of amd-pstate-epp", False),
+     "acpi-cpufreq is accepted by this host's policy (scaling_driver_fallback) instead of amd-pstate-epp; "
+     "amd_pstate=active is on /proc/cmdline but amd_pstate did not load (no CPPC in the firmware?)", False),
+    ("cpu.scaling_driver", "warn", [all_policies("driver", "acpi-cpufreq"), setv(("cpu", "amd_pstate_status"), None),
+                                    args(BASE_EFF, BASE_CONF)],
+     {"scaling_driver_fallback": ["acpi-cpufreq"]},
+     "instead of amd-pstate-epp; amd_pstate=active is not on the kernel command line", False),
     ("cpu.scaling_driver", "fail", [setv(("cpu", "policies"), {}), setv(("cpu", "amd_pstate_status"), None)], None,
      "no cpufreq driver is active; expected amd-pstate-epp", True),
     ("cpu.scaling_driver", "fail", [setv(("cpu", "policies", "policy3", "driver"), "acpi-cpufreq")], None,

@@ -241,6 +241,28 @@ def test_plan_mode():
     step = plan_mode(missing, "active")
     assert step["action"] == "unavailable" and step["reboot_required"] is True
     assert "amd_pstate=active" in step["message"] and "acpi-cpufreq" in step["message"]
+    # Booted with the argument already (or another mode): only a missing/different argument needs a reboot.
+    for cmdline, reboot in (("ro quiet amd_pstate=active", False), ("ro amd-pstate=active", False),
+                            ("amd_pstate=active amd_pstate=passive", True), ("ro amd_pstate=passive", True),
+                            ("ro quiet", True), (None, True)):
+        step = plan_mode(dict(missing, cmdline=cmdline), "active")
+        assert step["action"] == "unavailable" and step["reboot_required"] is reboot, cmdline
+    step = plan_mode(dict(missing, cmdline="ro amd_pstate=active"), "active")
+    assert "did not load" in step["message"] and "CPPC" in step["message"]
+
+
+def test_module_no_reboot_when_booted_with_the_arg_and_amd_pstate_absent(tmp_path):
+    # A host without CPPC (amd_pstate cannot load): once amd_pstate=active is on /proc/cmdline another
+    # reboot changes nothing, so the module must not ask for one (fix.yml would reboot it on every run).
+    root = scratch(tmp_path, "pve-gpu01")
+    with open(os.path.join(root, "proc/cmdline")) as handle:
+        cmdline = handle.read().strip()
+    with open(os.path.join(root, "proc/cmdline"), "w") as handle:
+        handle.write(cmdline + " amd_pstate=active\n")
+    res = run_module("pvetune_cpufreq", args(root))
+    assert "failed" not in res, res.get("msg")
+    assert res["amd_pstate"]["action"] == "unavailable" and res["reboot_required"] is False
+    assert "did not load" in res["amd_pstate"]["message"]
 
 
 def test_predict_after_switch_to_active_and_passive(tmp_path):

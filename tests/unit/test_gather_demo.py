@@ -260,7 +260,9 @@ def test_gpu_config_cut_on_a_failing_host_keeps_the_fail(copy_host, demo_results
     assert mrrs["status"] == "fail"  # 7 GPUs still measurably at 512
     assert mrrs["items"][0]["status"] == "error"
     assert "/sys/bus/pci/devices/0000:01:00.0/config" in mrrs["items"][0]["message"]
-    assert mrrs["message"] == "7 of 8 GPUs below MaxReadReq 4096: " + ", ".join(GPU_BDFS[1:])
+    # The fail names the GPUs below target and, since the hardening work (#7), the config space it could not read.
+    assert mrrs["message"].startswith("7 of 8 GPUs below MaxReadReq 4096: " + ", ".join(GPU_BDFS[1:]) + "; ")
+    assert "could not read 1: /sys/bus/pci/devices/0000:01:00.0/config" in mrrs["message"]
     assert res["pcie.link"]["status"] == "error"
     assert_others_unchanged(res, demo_results["pve-gpu01"][1], {"pcie.mrrs", "pcie.link"})
 
@@ -363,8 +365,10 @@ def test_unreadable_cpufreq_policy(copy_host, demo_results):
     assert facts["cpu"]["errors"] == [{"path": "/sys/devices/system/cpu/cpufreq/policy5/scaling_driver",
                                        "error": "No such file or directory"}]
     drv = res["cpu.scaling_driver"]
-    assert drv["status"] == "fail"
+    # Every readable policy is right, one cannot be read: an error naming the file (hardening, #7).
+    assert drv["status"] == "error"
     assert "(unreadable) (1 policies)" in drv["current"]
+    assert "/sys/devices/system/cpu/cpufreq/policy5/scaling_driver: No such file or directory" in drv["message"]
     assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"cpu.scaling_driver"})
 
 

@@ -255,11 +255,12 @@ def test_read_cpufreq_missing_files(tmp_path):
     # only driver and governor are required; EPP and affected_cpus are optional
     assert paths == [CPU + "/cpufreq/policy1/scaling_governor", CPU + "/cpufreq/policy2/scaling_driver"]
     assert all(e["error"] == os.strerror(errno.ENOENT) for e in out["errors"])
-    # a policy whose driver cannot be read fails the driver check, naming it
+    # a policy whose driver cannot be read makes the driver check an error, naming the file
     facts = {"cpu": dict(out, vendor="AuthenticAMD", model="AMD EPYC")}
     res = checks.check_scaling_driver(facts, merge_policy(None))
-    assert res["status"] == "fail"
+    assert res["status"] == "error"
     assert "(unreadable)" in res["current"]
+    assert CPU + "/cpufreq/policy2/scaling_driver" in res["message"]
 
 
 def test_read_cpufreq_permission_denied(public_tmp):

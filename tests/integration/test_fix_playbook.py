@@ -62,13 +62,13 @@ def fleet(tmp_path_factory):
                      "        ansible_python_interpreter: '{{ ansible_playbook_python }}'\n      hosts:\n")
         for host in HOSTS:
             handle.write("        %s:\n          pvetune_root: %s\n" % (host, roots[host]))
-    originals = dict((h, files_of(roots[h])) for h in HOSTS)
+    originals = {h: files_of(roots[h]) for h in HOSTS}
     return {"base": base, "roots": roots, "inventory": inventory, "originals": originals}
 
 
 def recap(run, host):
     stats = run.stats()
-    return dict((k, stats[k].get(host, 0)) for k in ("ok", "changed", "failures", "skipped"))
+    return {k: stats[k].get(host, 0) for k in ("ok", "changed", "failures", "skipped")}
 
 
 def test_1_check_diff_plans_changes_and_writes_nothing(fleet, tmp_path):
@@ -80,7 +80,7 @@ def test_1_check_diff_plans_changes_and_writes_nothing(fleet, tmp_path):
     assert recap(run, "pve-gpu02")["changed"] == 0
     assert recap(run, "pve-gpu01")["changed"] >= 6
     # The planned changes for pve-gpu01, by concern, with diffs.
-    planned = dict((e["task"], e["res"]) for e in run.results(host="pve-gpu01"))
+    planned = {e["task"]: e["res"] for e in run.results(host="pve-gpu01")}
     cmdline = planned["Ensure the kernel command line arguments"]
     assert cmdline["changed"] and cmdline["reboot_required"]
     diffs = "".join(d.get("after", "") for d in cmdline["diff"])
@@ -105,12 +105,12 @@ def test_2_fix_then_every_check_passes_or_is_pending(fleet, tmp_path):
                          extravars={"pvetune_report_dir": os.path.join(fleet["base"], "reports-audit")})
     doc = json.load(open(os.path.join(fleet["base"], "reports-audit", "latest", "audit.json")))
     for host in doc["hosts"]:
-        statuses = dict((c["id"], c["status"]) for c in host["checks"])
-        bad = dict((k, v) for k, v in statuses.items() if v in ("fail", "error"))
+        statuses = {c["id"]: c["status"] for c in host["checks"]}
+        bad = {k: v for k, v in statuses.items() if v in ("fail", "error")}
         # pcie.link at idle and nvidia.driver are not pvetune's to fix
         bad.pop("pcie.link", None)
         assert bad == {}, (host["host"], bad)
-    gpu01 = dict((c["id"], c["status"]) for c in [h for h in doc["hosts"] if h["host"] == "pve-gpu01"][0]["checks"])
+    gpu01 = {c["id"]: c["status"] for c in [h for h in doc["hosts"] if h["host"] == "pve-gpu01"][0]["checks"]}
     assert gpu01["boot.cmdline"] == "pending" and gpu01["kernel.version"] == "pending"
     assert gpu01["pcie.mrrs"] == gpu01["kernel.numa_balancing"] == gpu01["lxc.gpu_devices"] == "pass"
     assert audit.rc == 0

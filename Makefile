@@ -31,8 +31,10 @@ audit: setup
 	 echo; echo "Reports: $$(readlink -f reports/latest)/{audit.json,audit.html,junit.xml,summary.txt}"; \
 	 exit $$rc
 
-## The whole suite, as CI runs it (.ci/run).
-test: setup-containers
+## The whole suite, as CI runs it (.ci/run): everything the phases need (podman, fuse3, LXC, the VM lab's
+## QEMU build deps) is installed first.
+test:
+	@scripts/bootstrap.sh containers lab
 	@scripts/run_tests.sh
 
 lint: setup

@@ -15,8 +15,13 @@ PY="${PYTHON:-python3}"
 
 declare -A APT=(
   [base]="pciutils make"
-  [containers]="podman runc debootstrap lxc uidmap fuse3"
-  [lab]="qemu-system-x86 qemu-utils debootstrap fdisk acpica-tools seabios ipxe-qemu openssh-client e2fsprogs"
+  # fuse3: fusermount3 and libfuse3 for tests/pmxcfs (the pmxcfs-like test filesystem, via mfusepy)
+  [containers]="podman runc debootstrap lxc uidmap fuse3 libfuse3-3"
+  # What tests/lab/lab.sh deps installs (HOST_PACKAGES there): stock QEMU (GRUB bake, firmware, qemu-img),
+  # the guest image tools, and the build deps of the patched QEMU (Debian's qemu source, built by lab.sh build).
+  [lab]="qemu-system-x86 qemu-utils debootstrap debian-archive-keyring fdisk acpica-tools seabios ipxe-qemu
+         e2fsprogs openssh-client iproute2 xz-utils build-essential ninja-build meson pkg-config python3
+         python3-venv libglib2.0-dev libpixman-1-dev libslirp-dev libfdt-dev zlib1g-dev dpkg-dev"
   [bench]="openssh-server openssh-client"
 )
 

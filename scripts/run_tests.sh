@@ -21,7 +21,7 @@ if [[ -d /dev/shm && -w /dev/shm ]]; then
   trap 'rm -rf "$TMPDIR"' EXIT
 fi
 
-ALL_PHASES="static lint unit integration sanity molecule lab"
+ALL_PHASES="static lint unit integration hardening sanity molecule lab"
 PHASES="${PVETUNE_TEST_PHASES:-$ALL_PHASES}"
 mkdir -p tests/output
 timings=tests/output/timings.txt
@@ -32,6 +32,10 @@ phase_static()      { "$PY" scripts/demo_fleet.py --check && "$PY" scripts/gen_d
 phase_lint()        { ruff check . && ansible-lint --offline -q; }
 phase_unit()        { "$PY" -m pytest -q -p no:cacheprovider --basetemp="${TMPDIR:-/tmp}/unit" tests/unit; }
 phase_integration() { "$PY" -m pytest -q -p no:cacheprovider --basetemp="${TMPDIR:-/tmp}/integration" tests/integration; }
+# Malformed-input corpus, faults, the pmxcfs FUSE test filesystem, injection, locking, check-mode purity
+# (tests/hardening). Needs fuse3 and podman (bootstrap.sh containers) and builds the bookworm image if missing.
+phase_hardening()   { "$PY" tests/fixtures/corpus/make_corpus.py --check &&
+                      "$PY" -m pytest -q -p no:cacheprovider --basetemp="${TMPDIR:-/tmp}/hardening" tests/hardening; }
 phase_sanity()      { scripts/ansible_test_sanity.sh; }
 phase_molecule()    { if [[ -x scripts/run_molecule.sh ]]; then scripts/run_molecule.sh; else echo "no molecule scenarios yet"; fi; }
 phase_lab()         { if [[ -x tests/lab/lab-test.sh ]]; then tests/lab/lab-test.sh; else echo "no lab test yet"; fi; }

@@ -7,15 +7,13 @@ ignore permission bits).
 import errno
 import os
 import pathlib
-import pickle
 import shutil
 import stat
 import tempfile
 
 import pytest
 from ansible.module_utils.pvetune.fsroot import MAX_SYMLINKS, FsError, FsRoot
-
-NOBODY = 65534
+from privdrop import run_as_nobody as run_unprivileged
 
 
 def write(root, host_path, text, mode=None):
@@ -33,45 +31,6 @@ def link(root, host_path, target):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     os.symlink(target, path)
     return path
-
-
-def run_unprivileged(func):
-    """Run ``func()`` as uid/gid 65534 in a forked child; return its result or re-raise its exception.
-
-    Used only when the test process is root, so that permission bits apply.
-    """
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        code = 0
-        try:
-            os.close(rfd)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            try:
-                payload = ("ok", func())
-            except FsError as exc:  # FsError(path, reason) does not pickle as itself
-                payload = ("fserror", (exc.path, exc.reason))
-            except Exception as exc:  # sent to the parent
-                payload = ("exc", exc)
-            with os.fdopen(wfd, "wb") as out:
-                pickle.dump(payload, out)
-        except BaseException:
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(wfd)
-    with os.fdopen(rfd, "rb") as inp:
-        data = inp.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "unprivileged child failed"
-    kind, value = pickle.loads(data)
-    if kind == "fserror":
-        raise FsError(*value)
-    if kind == "exc":
-        raise value
-    return value
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ other check still gives the same result as on the intact tree.
 """
 import os
 import pathlib
-import pickle
 import shutil
 import stat
 import subprocess
@@ -20,11 +19,12 @@ from ansible.module_utils.pvetune.fsroot import FsRoot
 from ansible.module_utils.pvetune.gather import gather
 from ansible.module_utils.pvetune.policy import merge_policy
 from modharness import run_module
+from privdrop import run_as_nobody
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEMO = os.path.join(TOP, "demo", "snapshots")
 GPU_BDFS = ["0000:%s:00.0" % bus for bus in ("01", "21", "41", "61", "81", "a1", "c1", "e1")]
-NOBODY = 65534
+
 
 EXPECTED = {
     "pve-gpu01": {
@@ -316,28 +316,8 @@ def test_ct_config_symlink_loop(copy_host, demo_results):
 
 
 def _gather_as_nobody(root):
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.close(rfd)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            facts, res = audit(root)
-            with os.fdopen(wfd, "wb") as out:
-                pickle.dump((facts["errors"], res), out)
-        except BaseException:
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(wfd)
-    with os.fdopen(rfd, "rb") as inp:
-        data = inp.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    return pickle.loads(data)
+    facts, res = run_as_nobody(lambda: audit(root))
+    return facts["errors"], res
 
 
 def test_ct_config_permission_denied(base_copy, public_tmp, demo_results):

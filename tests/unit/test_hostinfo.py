@@ -10,7 +10,6 @@ Everything else is built in tmp_path by the tests.
 import errno
 import os
 import pathlib
-import pickle
 import re
 import shutil
 import tempfile
@@ -20,13 +19,14 @@ from ansible.module_utils.pvetune import checks, hostinfo
 from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.gather import gather
 from ansible.module_utils.pvetune.policy import merge_policy
+from privdrop import run_as_nobody as run_unprivileged
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REALDATA = os.path.join(os.path.dirname(HERE), "fixtures", "realdata")
 SMI_DIR = os.path.join(REALDATA, "nvidia_smi")
 CPUFREQ_DIR = os.path.join(REALDATA, "cpufreq")
 CPU = "/sys/devices/system/cpu"
-NOBODY = 65534
+
 DENIED = os.strerror(errno.EACCES)
 
 
@@ -43,42 +43,6 @@ def write(root, host_path, text, mode=None):
 def realdata(subdir, name):
     with open(os.path.join(REALDATA, subdir, name), "r", encoding="utf-8") as handle:
         return handle.read()
-
-
-def run_unprivileged(func):
-    """``func()`` as uid 65534 in a forked child (root ignores permission bits); its result, or its exception."""
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.close(rfd)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            try:
-                payload = ("ok", func())
-            except FsError as exc:  # FsError(path, reason) does not pickle as itself
-                payload = ("fserror", (exc.path, exc.reason))
-            except Exception as exc:
-                payload = ("exc", exc)
-            with os.fdopen(wfd, "wb") as out:
-                pickle.dump(payload, out)
-        except BaseException:
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(wfd)
-    with os.fdopen(rfd, "rb") as inp:
-        data = inp.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    kind, value = pickle.loads(data)
-    if kind == "fserror":
-        raise FsError(*value)
-    if kind == "exc":
-        raise value
-    return value
 
 
 def as_reader(func):

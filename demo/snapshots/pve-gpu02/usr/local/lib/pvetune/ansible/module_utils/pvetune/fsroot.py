@@ -33,6 +33,9 @@ class FsError(Exception):
         self.path = path
         self.reason = reason
 
+    def __reduce__(self):  # pickles as itself (Exception's default would call FsError(message))
+        return (FsError, (self.path, self.reason))
+
 
 def _reason(exc):
     if isinstance(exc, OSError) and exc.errno is not None:

@@ -1,0 +1,259 @@
+"""Helpers shared by the hardening tests (trees, digests, in-process modules, playbooks)."""
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from privdrop import NOBODY, run_as_nobody  # noqa: F401  (tests/privdrop.py; used by the hardening tests)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+CORPUS = os.path.join(TOP, "tests", "fixtures", "corpus")
+SMALL_NCPU = 8
+_TEMPLATES = {}
+
+
+# -- directories ------------------------------------------------------------------------------------
+def public_tmpdir(prefix):
+    """A 0755 directory under TMPDIR (tmpfs in scripts/run_tests.sh) that uid 65534 can traverse."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(path, 0o755)
+    return path
+
+
+def rmtree(path):
+    if not os.path.lexists(path):
+        return
+    for dirpath, dirs, _files in os.walk(path):
+        for name in dirs:
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                os.chmod(full, 0o755)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def copytree(src, dest):
+    """cp -a (symlinks kept, modes kept)."""
+    subprocess.run(["cp", "-a", src, dest], check=True)
+    return dest
+
+
+# -- base trees -----------------------------------------------------------------------------------------
+def prune_cpus(root, ncpu=SMALL_NCPU):
+    """Cut a demo host down to ``ncpu`` CPUs (the 128-CPU demo hosts are 95% cpu*/ files)."""
+    base = os.path.join(root, "sys/devices/system/cpu")
+    for name in os.listdir(base):
+        m = re.match(r"^cpu(\d+)$", name)
+        if m and int(m.group(1)) >= ncpu:
+            shutil.rmtree(os.path.join(base, name))
+    freq = os.path.join(base, "cpufreq")
+    for name in os.listdir(freq):
+        m = re.match(r"^policy(\d+)$", name)
+        if m and int(m.group(1)) >= ncpu:
+            shutil.rmtree(os.path.join(freq, name))
+    for name in ("online", "possible", "present"):
+        with open(os.path.join(base, name), "w") as handle:
+            handle.write("0-%d\n" % (ncpu - 1))
+    for node, text in ((0, "0-%d\n" % (ncpu - 1)), (1, "\n")):
+        path = os.path.join(root, "sys/devices/system/node/node%d/cpulist" % node)
+        if os.path.exists(path):
+            with open(path, "w") as handle:
+                handle.write(text)
+
+
+def base_template(host, workdir):
+    """A pruned scratch copy of demo host ``host`` (stand-ins installed), made once per session."""
+    from scratch_host import make_scratch
+
+    key = (host, workdir)
+    if key not in _TEMPLATES:
+        dest = os.path.join(workdir, "template-" + host)
+        make_scratch(host, dest, force=True)
+        prune_cpus(dest)
+        _TEMPLATES[key] = dest
+    return _TEMPLATES[key]
+
+
+def scratch(host, workdir, name):
+    """A fresh pruned copy of demo host ``host`` at workdir/name."""
+    dest = os.path.join(workdir, name)
+    rmtree(dest)
+    return copytree(base_template(host, workdir), dest)
+
+
+# -- tree state ------------------------------------------------------------------------------------------
+IGNORED_DEFAULT = (".pvetune/calls.log",)
+
+
+def files_of(root, ignored=IGNORED_DEFAULT):
+    """{relative path: (kind, content or target, mode)} for every entry of a tree."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root)
+            if any(rel == i or rel.startswith(i.rstrip("/") + "/") for i in ignored):
+                continue
+            st = os.lstat(path)
+            if os.path.islink(path):
+                out[rel] = ("link", os.readlink(path), st.st_mode)
+            elif os.path.isdir(path):
+                out[rel] = ("dir", None, st.st_mode)
+            else:
+                with open(path, "rb") as handle:
+                    out[rel] = ("file", handle.read(), st.st_mode)
+    return out
+
+
+def digest(root, ignored=IGNORED_DEFAULT):
+    h = hashlib.sha256()
+    for rel, (kind, content, mode) in sorted(files_of(root, ignored).items()):
+        h.update(rel.encode("utf-8", "surrogateescape") + b"\0" + kind.encode() + b"\0" + oct(mode).encode() + b"\0")
+        if content is not None:
+            h.update(content if isinstance(content, bytes) else content.encode("utf-8", "surrogateescape"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def differences(before, after):
+    return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+
+
+def calls(root):
+    """The stand-in calls logged in the tree ([[tool, arg...], ...])."""
+    path = os.path.join(root, ".pvetune", "calls.log")
+    if not os.path.exists(path):
+        return []
+    with open(path) as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def read(root, rel):
+    with open(os.path.join(root, rel), "rb") as handle:
+        return handle.read()
+
+
+# -- modules in-process ----------------------------------------------------------------------------------
+def _load_library_module(name):
+    """library/<name>.py as a Python module (the same loader tests/conftest.py offers)."""
+    import importlib.util
+
+    if name in sys.modules:
+        return sys.modules[name]
+    import ansible.module_utils
+
+    utils = os.path.join(TOP, "module_utils")
+    if utils not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(utils)
+    spec = importlib.util.spec_from_file_location(name, os.path.join(TOP, "library", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_module(name, args, check_mode=False, diff=False):
+    """Run a library module in-process like tests/unit/modharness.py (which imports from whichever
+    ``conftest`` pytest loaded last, so it is not used here)."""
+    import contextlib
+    import io
+
+    from ansible.module_utils.testing import patch_module_args
+
+    module = _load_library_module(name)
+    full = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
+    out = io.StringIO()
+    with patch_module_args(full), contextlib.redirect_stdout(out):
+        try:
+            module.main()
+        except SystemExit:
+            pass
+    text = out.getvalue()
+    start = text.find("{")
+    if start < 0:
+        raise AssertionError("module %s printed no JSON: %r" % (name, text))
+    return json.loads(text[start:])
+
+
+# -- playbooks ---------------------------------------------------------------------------------------------
+class PlaybookRun:
+    def __init__(self, rc, status, events, stdout):
+        self.rc = rc
+        self.status = status
+        self.events = events
+        self.stdout = stdout
+
+    def host_events(self, host):
+        return [ev for ev in self.events if (ev.get("event_data") or {}).get("host") == host]
+
+    def task_results(self, host, events=("runner_on_ok", "runner_on_failed", "runner_on_skipped",
+                                         "runner_on_unreachable")):
+        return [ev["event_data"] for ev in self.events
+                if ev.get("event") in events and (ev.get("event_data") or {}).get("host") == host]
+
+    def failures(self, host=None):
+        return [ev["event_data"] for ev in self.events if ev.get("event") in ("runner_on_failed",
+                                                                               "runner_on_unreachable")
+                and (host is None or ev["event_data"].get("host") == host)]
+
+    def stats(self):
+        for ev in self.events:
+            if ev.get("event") == "playbook_on_stats":
+                return ev["event_data"]
+        return None
+
+
+def runner_env(extra=None):
+    env = {"ANSIBLE_CONFIG": os.path.join(TOP, "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+           "PATH": os.path.dirname(sys.executable) + ":" + os.environ["PATH"],
+           "ANSIBLE_LOCAL_TEMP": os.path.join(tempfile.gettempdir(), "ansible-local")}
+    env.update(extra or {})
+    return env
+
+
+def run_playbook(workdir, playbook, inventory, extravars=None, cmdline=None, envvars=None, limit=None):
+    import ansible_runner
+
+    events = []
+    pdd = tempfile.mkdtemp(prefix="runner-", dir=workdir)
+    result = ansible_runner.run(
+        private_data_dir=pdd, project_dir=TOP, playbook=playbook, inventory=inventory,
+        extravars=extravars or {}, cmdline=cmdline, limit=limit, envvars=runner_env(envvars),
+        event_handler=lambda ev: events.append(ev) or True, quiet=True,
+        settings={"suppress_ansible_output": True})
+    stdout = result.stdout.read() if result.stdout else ""
+    return PlaybookRun(result.rc, result.status, events, stdout)
+
+
+def write_inventory(path, roots, extra_host_vars=None, group_vars=None):
+    """An inventory of tree hosts (local connection) in group gpu_hosts; ``roots``: {host: tree}."""
+    lines = ["all:", "  children:", "    gpu_hosts:", "      vars:", "        ansible_connection: local",
+             "        ansible_become: false", "        ansible_python_interpreter: '{{ ansible_playbook_python }}'"]
+    for key, value in (group_vars or {}).items():
+        lines.append("        %s: %s" % (key, json.dumps(value)))
+    lines.append("      hosts:")
+    for host, root in roots.items():
+        lines.append("        %s:" % host)
+        if root is not None:
+            lines.append("          pvetune_root: %s" % json.dumps(root))
+        for key, value in ((extra_host_vars or {}).get(host) or {}).items():
+            lines.append("          %s: %s" % (key, json.dumps(value)))
+    with open(path, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+    return path
+
+
+def no_traceback(obj):
+    """Problems if ``obj`` (a module result) carries a Python traceback or an internal error."""
+    text = json.dumps(obj, default=str)
+    return [word for word in ("Traceback", "internal error") if word in text]
+
+
+def load_modules_for_fork(*names):
+    """Import the library modules before forking an unprivileged child."""
+    for name in names or ("pvetune_facts",):
+        _load_library_module(name)

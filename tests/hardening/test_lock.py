@@ -1,0 +1,91 @@
+"""One fix run at a time per host (pvetune_lock), proven with real concurrent ansible-playbook runs.
+
+* Two fix.yml runs against the same scratch host: the second one, started while the first holds
+  the lock, fails at the lock with a message naming the first run; it does not release the first
+  run's lock; the first run completes.
+* A run that fails later (update-grub fails) still releases its lock, so the next run goes through.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import hardening_lib as lib
+
+LOCK = "run/pvetune/fix.lock"
+
+
+def _start(workdir, inventory, run_id, extra=None):
+    out = open(os.path.join(workdir, "lock-%s.log" % run_id), "w")
+    args = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "fix.yml", "-i", inventory,
+            "-e", json.dumps(dict({"pvetune_run_id_override": run_id,
+                                   "pvetune_report_dir": os.path.join(workdir, "lock-reports")}, **(extra or {})))]
+    env = dict(os.environ, **lib.runner_env())
+    env["ANSIBLE_STDOUT_CALLBACK"] = "json"
+    proc = subprocess.Popen(args, cwd=lib.TOP, env=env, stdout=out, stderr=subprocess.STDOUT)
+    proc.log = out.name
+    return proc
+
+
+def _holder(root):
+    try:
+        with open(os.path.join(root, LOCK)) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def _record(workdir, run_id):
+    with open(os.path.join(workdir, "lock-reports", "fix-%s" % run_id, "pve-gpu01.json")) as handle:
+        return json.load(handle)
+
+
+def test_two_concurrent_runs_do_not_interleave(hardening_tmp):
+    root = lib.scratch("pve-gpu01", hardening_tmp, "lock-concurrent")
+    inventory = lib.write_inventory(os.path.join(hardening_tmp, "lock-inventory.yml"), {"pve-gpu01": root})
+    first = _start(hardening_tmp, inventory, "lock-first")
+    try:
+        deadline = time.monotonic() + 120
+        while (_holder(root) or {}).get("run_id") != "lock-first":
+            assert first.poll() is None, open(first.log).read()[-3000:]
+            assert time.monotonic() < deadline, "the first run never took the lock"
+            time.sleep(0.05)
+        second = _start(hardening_tmp, inventory, "lock-second")
+        assert second.wait(timeout=300) != 0
+        first_still_running = first.poll() is None
+        if first_still_running:
+            assert (_holder(root) or {}).get("run_id") == "lock-first", "the failed run released the other's lock"
+        assert first.wait(timeout=600) == 0, open(first.log).read()[-3000:]
+    finally:
+        for proc in (first,):
+            if proc.poll() is None:
+                proc.kill()
+    assert first_still_running, "the runs did not overlap; the test proves nothing"
+    record = _record(hardening_tmp, "lock-second")
+    assert record["result"] == "failed"
+    assert record["failure"]["task"].startswith("Take the host's pvetune lock")
+    assert "another pvetune fix run" in record["failure"]["message"]
+    assert "lock-first" in record["failure"]["message"]
+    assert record["changes"] == dict.fromkeys(record["changes"]), "the refused run changed something"
+    assert _record(hardening_tmp, "lock-first")["result"] in ("ok", "pending-reboot")
+    assert _holder(root) is None, "the first run did not release its lock"
+    lib.rmtree(root)
+
+
+def test_lock_released_after_a_failed_run(hardening_tmp):
+    root = lib.scratch("pve-gpu01", hardening_tmp, "lock-failure")
+    inventory = lib.write_inventory(os.path.join(hardening_tmp, "lock-inventory-2.yml"), {"pve-gpu01": root})
+    fail = os.path.join(root, ".pvetune", "fail", "update-grub")
+    os.makedirs(os.path.dirname(fail))
+    open(fail, "w").close()
+    failed = _start(hardening_tmp, inventory, "lock-fails")
+    assert failed.wait(timeout=600) != 0
+    record = _record(hardening_tmp, "lock-fails")
+    assert record["result"] == "failed" and "update-grub" in record["failure"]["message"], record["failure"]
+    assert _holder(root) is None, "a failed run left its lock behind"
+    os.unlink(fail)
+    again = _start(hardening_tmp, inventory, "lock-after")
+    assert again.wait(timeout=600) == 0, open(again.log).read()[-3000:]
+    assert _holder(root) is None
+    lib.rmtree(root)

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from modharness import load_library_module, run_module  # noqa: F401  (tests/modharness.py)
 from privdrop import NOBODY, run_as_nobody  # noqa: F401  (tests/privdrop.py; used by the hardening tests)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -138,47 +139,6 @@ def read(root, rel):
 
 
 # -- modules in-process ----------------------------------------------------------------------------------
-def _load_library_module(name):
-    """library/<name>.py as a Python module (the same loader tests/conftest.py offers)."""
-    import importlib.util
-
-    if name in sys.modules:
-        return sys.modules[name]
-    import ansible.module_utils
-
-    utils = os.path.join(TOP, "module_utils")
-    if utils not in ansible.module_utils.__path__:
-        ansible.module_utils.__path__.append(utils)
-    spec = importlib.util.spec_from_file_location(name, os.path.join(TOP, "library", name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def run_module(name, args, check_mode=False, diff=False):
-    """Run a library module in-process like tests/unit/modharness.py (which imports from whichever
-    ``conftest`` pytest loaded last, so it is not used here)."""
-    import contextlib
-    import io
-
-    from ansible.module_utils.testing import patch_module_args
-
-    module = _load_library_module(name)
-    full = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
-    out = io.StringIO()
-    with patch_module_args(full), contextlib.redirect_stdout(out):
-        try:
-            module.main()
-        except SystemExit:
-            pass
-    text = out.getvalue()
-    start = text.find("{")
-    if start < 0:
-        raise AssertionError("module %s printed no JSON: %r" % (name, text))
-    return json.loads(text[start:])
-
-
 # -- playbooks ---------------------------------------------------------------------------------------------
 class PlaybookRun:
     def __init__(self, rc, status, events, stdout):
@@ -256,4 +216,4 @@ def no_traceback(obj):
 def load_modules_for_fork(*names):
     """Import the library modules before forking an unprivileged child."""
     for name in names or ("pvetune_facts",):
-        _load_library_module(name)
+        load_library_module(name)

@@ -7,15 +7,36 @@ controller passes them.  A module that calls fail_json returns its result with
 ``failed: True``; nothing raises unless the module crashes.
 """
 import contextlib
+import importlib.util
 import io
 import json
+import os
+import sys
 
+import ansible.module_utils
 from ansible.module_utils.testing import patch_module_args
 
-from conftest import load_library_module
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODULE_UTILS = os.path.join(TOP, "module_utils")
+LIBRARY = os.path.join(TOP, "library")
+
+if MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(MODULE_UTILS)
+
+
+def load_library_module(name):
+    """Import library/<name>.py as a Python module (for unit tests of modules)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, os.path.join(LIBRARY, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_module(name, args, check_mode=False, diff=False):
+    """The module's result (a dict) for ``args``, run in this process."""
     module = load_library_module(name)
     full = dict(args)
     full["_ansible_check_mode"] = check_mode

@@ -456,6 +456,7 @@ def main():
 
     result["machine"]["load_at_end"] = loadavg()
     result["duration_s"] = round(time.time() - t_start, 1)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out + ".json", "w") as handle:
         json.dump(result, handle, indent=2)
         handle.write("\n")

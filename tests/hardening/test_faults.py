@@ -191,7 +191,8 @@ def live_host():
     if not shutil.which("podman"):
         pytest.fail("podman is not installed (scripts/bootstrap.sh containers)")
     if _podman("image", "exists", IMAGE, check=False).returncode != 0:
-        subprocess.run([os.path.join(lib.TOP, "scripts", "build_images.sh"), "bookworm"], check=True, timeout=1500)
+        # both images at once (the molecule phase needs trixie too): the debootstraps run in parallel
+        subprocess.run([os.path.join(lib.TOP, "scripts", "build_images.sh")], check=True, timeout=1500)
     name = "pvetune-hardening-reboot-%d" % os.getpid()
     _podman("rm", "-f", name, check=False)
     _podman("run", "-d", "--name", name, "--hostname", "pve-first", "--systemd=always", "--restart=no", IMAGE,

@@ -1,0 +1,92 @@
+"""CPU frequency scaling, C-states and NUMA balancing, read from the running kernel."""
+import re
+
+import pytest
+
+from fleetlib import skipped
+
+CPUFREQ = "/sys/devices/system/cpu/cpufreq/policy*/"
+SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d", "/lib/sysctl.d")
+
+
+def amd(fleet):
+    out = fleet.run("grep -m1 '^vendor_id' %s" % fleet.q("/proc/cpuinfo")).stdout
+    return "AuthenticAMD" in out
+
+
+def by_policy(values):
+    return {path.split("/")[-2]: value for path, value in values.items()}
+
+
+def test_scaling_driver(fleet, policy):
+    skipped(policy, "cpu.scaling_driver")
+    if not amd(fleet):
+        pytest.skip("not an AMD CPU: amd-pstate does not apply")
+    drivers = by_policy(fleet.grep_files(CPUFREQ + "scaling_driver"))
+    assert drivers, "no cpufreq policy (no cpufreq driver loaded)"
+    allowed = [policy["scaling_driver"]] + list(policy["scaling_driver_fallback"])
+    bad = sorted({d for d in drivers.values() if d not in allowed})
+    assert not bad, "cpufreq driver %s on %d policies, expected %s" % (
+        bad, sum(1 for d in drivers.values() if d not in allowed), allowed)
+    if fleet.exists("/sys/devices/system/cpu/amd_pstate/status"):
+        status = fleet.read("/sys/devices/system/cpu/amd_pstate/status").strip()
+        assert status == policy["amd_pstate_mode"], "amd_pstate status %s" % status
+
+
+def test_governor(fleet, policy):
+    skipped(policy, "cpu.governor")
+    governors = by_policy(fleet.grep_files(CPUFREQ + "scaling_governor"))
+    if not governors:
+        pytest.skip("no cpufreq policies")
+    bad = {p: g for p, g in governors.items() if g != policy["governor"]}
+    assert not bad, "%d of %d policies not %s: %s" % (len(bad), len(governors), policy["governor"],
+                                                      sorted(set(bad.values())))
+
+
+def test_epp(fleet, policy):
+    skipped(policy, "cpu.epp")
+    epp = by_policy(fleet.grep_files(CPUFREQ + "energy_performance_preference"))
+    if not epp:
+        pytest.skip("the cpufreq driver offers no EPP")
+    bad = {p: e for p, e in epp.items() if e != policy["epp"]}
+    assert not bad, "%d of %d policies have EPP %s, expected %s" % (len(bad), len(epp), sorted(set(bad.values())),
+                                                                    policy["epp"])
+
+
+def test_no_enabled_cstate_deeper_than_policy(fleet, policy):
+    skipped(policy, "cpu.cstates")
+    names = fleet.grep_files("/sys/devices/system/cpu/cpu*/cpuidle/state*/name")
+    disabled = fleet.grep_files("/sys/devices/system/cpu/cpu*/cpuidle/state*/disable")
+    if not names:
+        pytest.skip("no cpuidle states (no cpuidle driver)")
+    deep = set()
+    for path, name in names.items():
+        m = re.match(r"^C(\d+)", name)
+        state_dir = path.rsplit("/", 1)[0]
+        if m and int(m.group(1)) > policy["max_cstate"] and disabled.get(state_dir + "/disable", "0") == "0":
+            deep.add(name)
+    assert not deep, "enabled C-states deeper than C%d: %s" % (policy["max_cstate"], sorted(deep))
+
+
+def test_numa_balancing_runtime(fleet, policy):
+    skipped(policy, "kernel.numa_balancing")
+    value = fleet.read("/proc/sys/kernel/numa_balancing").strip()
+    assert value == str(policy["numa_balancing"]), "kernel.numa_balancing is %s" % value
+
+
+def test_numa_balancing_persisted(fleet, policy):
+    """The value systemd-sysctl sets at boot: the last assignment in *.conf by file name (/etc wins)."""
+    skipped(policy, "kernel.numa_balancing")
+    files = fleet.cat_files(*[d + "/*.conf" for d in SYSCTL_DIRS])
+    chosen = {}
+    for d in SYSCTL_DIRS:
+        for path in sorted(p for p in files if p.rsplit("/", 1)[0] == d):
+            chosen.setdefault(path.rsplit("/", 1)[1], path)
+    value, source = None, None
+    for name in sorted(chosen):
+        for line in files[chosen[name]].splitlines():
+            m = re.match(r"^\s*-?\s*kernel[./]numa_balancing\s*=\s*(\S+)", line)
+            if m:
+                value, source = m.group(1), chosen[name]
+    assert value == str(policy["numa_balancing"]), (
+        "kernel.numa_balancing at boot: %s (%s)" % (value, source or "no sysctl.d file sets it: kernel default"))

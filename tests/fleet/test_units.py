@@ -1,0 +1,45 @@
+"""pvetune's boot-time re-application: installed, enabled, ordered before the guests, and run at this boot."""
+import json
+import posixpath
+
+import pytest
+from ansible.module_utils.pvetune.runtime import SUBCOMMANDS
+
+HELPER = "/usr/local/sbin/pvetune-boot"
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_boot_unit_installed_and_enabled(fleet, sub):
+    unit = "pvetune-%s.service" % sub
+    text = fleet.read("/etc/systemd/system/" + unit)
+    lines = [line.strip() for line in text.splitlines()]
+    assert "Before=pve-guests.service" in lines, "%s is not ordered before pve-guests.service" % unit
+    assert "ExecStart=%s %s" % (HELPER, sub) in lines, "%s does not run %s %s" % (unit, HELPER, sub)
+    helper = fleet.host.file(fleet.path(HELPER))
+    assert helper.exists and helper.mode & 0o111, "%s is missing or not executable" % HELPER
+    config = fleet.read("/etc/pvetune/%s.json" % sub)
+    assert isinstance(json.loads(config), dict), "/etc/pvetune/%s.json is not a JSON object" % sub
+    link = fleet.host.file(fleet.path("/etc/systemd/system/multi-user.target.wants/" + unit))
+    assert link.is_symlink, "%s is not enabled (no multi-user.target.wants link)" % unit
+    target = link.linked_to
+    if not fleet.live:
+        target = "/" + target[len(fleet.root):].lstrip("/") if target.startswith(fleet.root) else target
+    assert posixpath.normpath(target) == "/etc/systemd/system/" + unit, "%s links to %s" % (unit, link.linked_to)
+    if fleet.live:
+        assert fleet.run("systemctl is-enabled %s", unit).stdout.strip() == "enabled"
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_boot_unit_ran_at_this_boot(fleet, sub):
+    """On a live host systemd runs the unit; for a tree, only when this machine's systemd loads it
+    (the Molecule host containers generate their units from the tree's)."""
+    unit = "pvetune-%s.service" % sub
+    out = fleet.run("systemctl show -p LoadState -p ActiveState -p Result %s", unit).stdout
+    props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    if props.get("LoadState") != "loaded":
+        if fleet.live:
+            pytest.fail("%s is not loaded (LoadState=%s)" % (unit, props.get("LoadState")))
+        pytest.skip("this machine's systemd does not run the tree's %s" % unit)
+    assert (props.get("ActiveState"), props.get("Result")) == ("active", "success"), (
+        "%s: ActiveState=%s Result=%s (journalctl -b -u %s)" % (unit, props.get("ActiveState"), props.get("Result"),
+                                                                unit))

@@ -94,6 +94,11 @@ def test_1_check_diff_plans_changes_and_writes_nothing(fleet, tmp_path):
     record = json.load(open(os.path.join(fleet["base"], "reports-check", os.listdir(
         os.path.join(fleet["base"], "reports-check"))[0], "pve-gpu02.json")))
     assert record["result"] == "ok" and record["check_mode"] is True
+    record = json.load(open(os.path.join(fleet["base"], "reports-check", os.listdir(
+        os.path.join(fleet["base"], "reports-check"))[0], "pve-gpu01.json")))
+    # A check run reboots nothing: the host that needs a reboot stays pending (a tree is never rebooted).
+    assert record["result"] == "pending-reboot" and record["reboot_needed"] is True
+    assert record["rebooted"] is False and record["would_reboot"] is False
 
 
 def test_2_fix_then_every_check_passes_or_is_pending(fleet, tmp_path):

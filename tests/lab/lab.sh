@@ -2,8 +2,9 @@
 # tests/lab/lab.sh — a cached, scripted lab of QEMU VMs that look like Proxmox VE GPU hosts.
 #
 # What was shown to work on this kind of machine is recorded in the workplace notes
-# (shared/notes/vm-lab.md); this script follows them. In short: TCG only (/dev/kvm is unusable),
-# a debootstrap'ed Debian bookworm disk booted through GRUB, 2 NUMA nodes, pxb-pcie expanders,
+# (shared/notes/vm-lab.md); this script follows them. In short: TCG by default (/dev/kvm here does
+# not boot Debian kernels; LAB_ACCEL=kvm|auto uses KVM where /dev/kvm is usable, else falls back to
+# TCG), a debootstrap'ed Debian bookworm disk booted through GRUB, 2 NUMA nodes, pxb-pcie expanders,
 # an extra ACPI table (lab-pm.asl) for acpi-cpufreq + acpi_idle, and a patched QEMU 7.2
 # (qemu-lab.patch) whose PCIe DevCtl MaxReadReq is writable, resets to 512 on reboot, and whose
 # emulated functions can carry NVIDIA's vendor id.
@@ -12,15 +13,17 @@
 #   deps            apt-get install what the lab needs (idempotent; system apt sources untouched)
 #   build           patched QEMU (in parallel with) guest image -> GRUB bake; cached by recipe hash
 #   up [N]          boot N (default 2) VMs, wait for SSH, write work/inventory.yml
-#   seed            put Proxmox-GPU-host state into the running VMs (NVIDIA nodes, /etc/pve CT conf)
+#   seed [N...]     put Proxmox-GPU-host state into the running VMs (NVIDIA nodes, /etc/pve CT conf)
 #   down            stop the VMs (by the PID in their pidfiles) and remove their overlays
+#   kill N          SIGKILL VM N's QEMU (by its pidfile PID): a power cut; `up` restarts it fresh
 #   ssh N [-- cmd]  ssh into VM N
 #   status          list VMs and cached artefacts
 #   clean           down + remove the whole work dir
 #
 # Environment knobs: LAB_WORK (default tests/lab/work), LAB_PORT_BASE (22200: VM n listens on
 # 127.0.0.1:LAB_PORT_BASE+n, the GRUB bake on +0), LAB_JOBS (2), LAB_MEM_PER_NODE_MB (512),
-# LAB_SSH_TIMEOUT (900 s), LAB_UVM_MAJOR (511), LAB_CT_UVM_MAJOR (509), LAB_MAX_VMS (3).
+# LAB_SSH_TIMEOUT (900 s), LAB_UVM_MAJOR (511), LAB_CT_UVM_MAJOR (509), LAB_MAX_VMS (3),
+# LAB_ACCEL (tcg; kvm|auto = KVM when /dev/kvm is usable, else TCG).
 set -euo pipefail
 
 LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -55,6 +58,10 @@ QEMU_CONFIGURE_FLAGS=(--target-list=x86_64-softmmu --without-default-features --
 QEMU_FW=(-L /usr/share/qemu -L /usr/share/seabios -L /usr/lib/ipxe/qemu)
 # shellcheck disable=SC2054  # one option value with commas, not array elements
 TCG=(-accel tcg,thread=multi,tb-size=256)
+# LAB_ACCEL for the lab VMs (the GRUB bake always runs TCG): tcg (default: works everywhere, and
+# /dev/kvm on this kind of machine is a paravirtual variant that does not boot Debian kernels), or
+# kvm / auto: KVM when /dev/kvm can be opened read-write, else TCG (said so in the log).
+ACCEL=${LAB_ACCEL:-tcg}
 
 KEY=$W/ssh/id_ed25519
 # ConnectTimeout also bounds the SSH banner exchange: generous, as a TCG guest on a busy 2-core
@@ -467,8 +474,24 @@ artefacts() {   # sets QEMU_BIN BASE_IMG AML, or dies
   done
 }
 
+# vm_accel: the -accel options of the lab VMs, from LAB_ACCEL (see ACCEL above) and /dev/kvm.
+vm_accel() {
+  case $ACCEL in
+    tcg) VM_ACCEL=("${TCG[@]}") ;;
+    kvm | auto)
+      if [[ -c /dev/kvm && -r /dev/kvm && -w /dev/kvm ]]; then
+        VM_ACCEL=(-accel kvm)
+      else
+        log "LAB_ACCEL=$ACCEL: /dev/kvm is not usable here, falling back to TCG"
+        VM_ACCEL=("${TCG[@]}")
+      fi ;;
+    *) die "LAB_ACCEL must be tcg, kvm or auto (got '$ACCEL')" ;;
+  esac
+}
+
 start_vm() {
-  local i=$1 port v=$W/vms
+  local i=$1 port v=$W/vms VM_ACCEL=()
+  vm_accel
   port=$(port_of "$i")
   local ov=$v/vm$i.qcow2 pidf=$v/vm$i.pid
   port_free "$port" || die "port $port is in use (LAB_PORT_BASE)"
@@ -479,7 +502,7 @@ start_vm() {
   # x-lab-* properties and the writable/resetting DevCtl come from qemu-lab.patch). romfile=
   # everywhere: no option ROMs to load, no iPXE in the boot path. 3>&-: see build_base.
   local gpu=(romfile= x-lab-vendor-id=0x10de x-lab-device-id=0x2bb5 x-lab-class=0x030200)
-  "$QEMU_BIN" "${QEMU_FW[@]}" -name "lab-vm$i" "${TCG[@]}" -cpu EPYC-Rome -machine q35 \
+  "$QEMU_BIN" "${QEMU_FW[@]}" -name "lab-vm$i" "${VM_ACCEL[@]}" -cpu EPYC-Rome -machine q35 \
     -m $((2 * MEM_NODE)) -smp 2,sockets=2,cores=1,threads=1 \
     -object memory-backend-ram,id=m0,size="${MEM_NODE}M" \
     -object memory-backend-ram,id=m1,size="${MEM_NODE}M" \
@@ -608,6 +631,19 @@ cmd_down() {
   step_done down "stopped $n VM(s), overlays removed" "$t0"
 }
 
+# kill N: pull the plug on VM N (SIGKILL to the PID in its pidfile, nothing else); its overlay is
+# left as it is (possibly inconsistent): the next `up` starts it from a fresh one.
+cmd_kill() {
+  local i=${1:-} f n
+  [[ $i =~ ^[0-9]+$ ]] || die "usage: $0 kill N"
+  f=$W/vms/vm$i.pid
+  pid_alive "$f" || die "vm$i is not running"
+  kill -KILL "$(<"$f")"
+  for ((n = 0; n < 40; n++)); do pid_alive "$f" || break; sleep 0.25; done
+  pid_alive "$f" && die "vm$i: QEMU still running after SIGKILL"
+  log "vm$i: QEMU killed (power cut)"
+}
+
 running_vms() {   # prints the numbers of running VMs
   local f i
   for f in "$W"/vms/vm*.pid; do
@@ -622,9 +658,10 @@ running_vms() {   # prints the numbers of running VMs
 # stays generic, the state can differ per VM and per test without rebuilding, and every `up`
 # starts from fresh overlays, so seeding again after `up` gives the same start state.
 #
-# /proc/devices cannot be faked: without the NVIDIA driver it lists no nvidia/nvidia-uvm majors.
-# Code that reads the uvm major from /proc/devices sees nothing in the lab; the node's major
-# (stat -c %t /dev/nvidia-uvm) is what the lab controls.
+# No NVIDIA driver can load, so the kernel's /proc/devices lists no nvidia/nvidia-uvm majors. The
+# boot unit below bind-mounts a copy of it with "195 nvidia" and "MAJ nvidia-uvm" added over
+# /proc/devices (the way LXCFS overlays /proc files), so /proc/devices and the nodes agree as on
+# a host whose driver is loaded. /proc/driver/nvidia/version does not exist (no driver).
 
 seed_script() {
   cat <<'EOS'
@@ -636,7 +673,7 @@ cat >/usr/local/sbin/pvetune-lab-nvidia-nodes <<'EOF'
 #!/bin/sh
 # pvetune lab: the device nodes the NVIDIA driver would create on a Proxmox GPU host.
 # nvidia-uvm's major is dynamic on real hosts; the lab reads it from /etc/pvetune-lab/uvm-major
-# so a test can change it across a reboot. (/proc/devices cannot show these: no driver.)
+# so a test can change it across a reboot.
 set -eu
 uvm=$(cat /etc/pvetune-lab/uvm-major 2>/dev/null || echo 511)
 mk() { rm -f "$1"; mknod -m 0666 "$1" c "$2" "$3"; }
@@ -644,6 +681,20 @@ mk /dev/nvidia0 195 0
 mk /dev/nvidiactl 195 255
 mk /dev/nvidia-uvm "$uvm" 0
 mk /dev/nvidia-uvm-tools "$uvm" 1
+# /proc/devices as the loaded driver would show it: the kernel's own listing plus "195 nvidia" and
+# "$uvm nvidia-uvm", bind-mounted over /proc/devices (as LXCFS mounts files over /proc). Without it
+# pvetune (rightly) refuses to rewrite CT device entries: no registered driver, majors unknown.
+umount /proc/devices 2>/dev/null || true
+mkdir -p /run/pvetune-lab
+{
+  echo "Character devices:"
+  { awk '/^Character/ { c = 1; next } /^$/ { c = 0 } c' /proc/devices
+    echo "195 nvidia"
+    echo "$uvm nvidia-uvm"; } | sort -s -n -k1,1 | awk '{ printf "%3d %s\n", $1, $2 }'
+  echo
+  sed -n '/^Block/,$p' /proc/devices
+} >/run/pvetune-lab/proc-devices
+mount --bind /run/pvetune-lab/proc-devices /proc/devices
 EOF
 chmod 0755 /usr/local/sbin/pvetune-lab-nvidia-nodes
 cat >/etc/systemd/system/pvetune-lab-nvidia-nodes.service <<'EOF'
@@ -691,12 +742,14 @@ ls -l /dev/nvidia*
 EOS
 }
 
-cmd_seed() {
+cmd_seed() {   # seed [N...]: the given running VMs (default: every running VM)
   local t0=$EPOCHREALTIME i n=0
   local uvm=${LAB_UVM_MAJOR:-511} ct=${LAB_CT_UVM_MAJOR:-509}
   [[ $uvm =~ ^[0-9]+$ && $ct =~ ^[0-9]+$ ]] || die "seed: majors must be numbers"
-  local pids=() rc=0 p
-  for i in $(running_vms); do
+  local pids=() rc=0 p vms=("$@")
+  ((${#vms[@]})) || mapfile -t vms < <(running_vms)
+  for i in "${vms[@]}"; do
+    if ! [[ $i =~ ^[0-9]+$ ]] || ! pid_alive "$W/vms/vm$i.pid"; then die "seed: vm$i is not running"; fi
     { echo "UVM_MAJOR=$uvm CT_UVM_MAJOR=$ct"; seed_script; } | lab_ssh "$(port_of "$i")" bash -s \
       >"$W/vms/vm$i.seed.log" 2>&1 &
     pids+=("$!:$i")
@@ -758,6 +811,7 @@ main() {
     up) cmd_up "$@" ;;
     seed) cmd_seed "$@" ;;
     down) cmd_down "$@" ;;
+    kill) cmd_kill "$@" ;;
     ssh) cmd_ssh "$@" ;;
     status) cmd_status "$@" ;;
     clean) cmd_clean "$@" ;;

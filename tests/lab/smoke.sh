@@ -34,30 +34,9 @@ phase() {   # phase NAME CMD...: run, time, record
   PHASES+=("$(printf '%-22s %7s s' "$name" "$t")")
   say "== $name: ${t} s"
 }
-result() {  # result OK? DESCRIPTION ACTUAL WANT
-  if (($1)); then
-    PASS=$((PASS + 1))
-    printf '  ok    %-50s %s\n' "$2" "$3"
-  else
-    FAIL=$((FAIL + 1))
-    printf '  FAIL  %-50s got [%s], want %s\n' "$2" "$3" "$4"
-  fi
-}
-check() {    # check DESCRIPTION ACTUAL REGEX: the whole of ACTUAL matches
-  local ok=0
-  [[ $2 =~ ^($3)$ ]] && ok=1
-  result "$ok" "$1" "$2" "/$3/"
-}
-check_eq() { # check_eq DESCRIPTION ACTUAL EXPECTED (literal)
-  local ok=0
-  [[ $2 == "$3" ]] && ok=1
-  result "$ok" "$1" "$2" "'$3'"
-}
-check_no() { # check_no DESCRIPTION ACTUAL REGEX: ACTUAL contains no match
-  local ok=1
-  [[ $2 =~ $3 ]] && ok=0
-  result "$ok" "$1" "$2" "no /$3/"
-}
+# result, check, check_eq, check_no
+# shellcheck source=tests/lab/asserts.sh
+. "$LAB_DIR/asserts.sh"
 
 cleanup() {
   local rc=$?

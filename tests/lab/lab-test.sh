@@ -1,0 +1,502 @@
+#!/usr/bin/env bash
+# tests/lab/lab-test.sh — end to end on real kernels: audit -> fix -> reboot -> verify, in two QEMU
+# VMs shaped like Proxmox VE GPU hosts (tests/lab/README.md). What `make lab-test` and the `lab`
+# phase of scripts/run_tests.sh run.
+#
+#   deps -> build (cached) -> up 2 -> seed, then
+#   1 audit-before     audit.yml with the lab policy (tests/lab/policy.yml): the expected checks fail,
+#                      the fallback is a warn with its reason, and nothing on either VM changed
+#                      (tests/lab/vm/state.sh listing before == after).
+#   2 check-diff       fix.yml --check --diff -e reboot_ok=true: every fix reports the change it would
+#                      make (the diff lines are checked), and nothing on either VM changed (listing,
+#                      boot_id, kernel values, no lock).
+#   3 rollout-failure  fix.yml -e reboot_ok=true on both VMs, and a watcher that pulls the plug on
+#                      vm1's QEMU when its kernel restarts: the rollout stops at vm1 (record + failure
+#                      message say why) and vm2 is untouched (same listing, no lock, no manifest, no
+#                      module ran on it).
+#   4 vm1-fresh        vm1 restarted from a fresh overlay and seeded (vm2 keeps running, unchanged).
+#   5 fix              the nvidia-uvm major of the NEXT boot is changed on both VMs (lab file), then
+#                      fix.yml -e reboot_ok=true, serial 1: vm1 fixed, rebooted and gated before vm2
+#                      is touched (ansible-runner event order).
+#   6 verify           the running kernels, read over SSH (tests/lab/vm/kstate.sh): /proc/cmdline, the
+#                      processor module's max_cstate, cpuidle states, numa_balancing, MaxReadReq read
+#                      with setpci after the reboot reset it (restored by pvetune-pcie-mrrs.service),
+#                      uname -r = the pinned non-default kernel, CT 101 allows this boot's uvm major
+#                      (rewritten at boot by pvetune-lxc-gpu.service).
+#   7 audit-after      every check the VM can satisfy passes; cpu.scaling_driver is warn (no CPPC);
+#                      nothing fails or errors.
+#   8 fix-again        0 changed, no reboot (both VMs in one batch).
+# Every VM is stopped at the end, also on failure. Phase times: tests/lab/work/timings.txt.
+#
+# Knobs: LAB_WORK (tests/lab/work), PVETUNE_VENV (.venv), LAB_TEST_REBOOT_TIMEOUT (900 s, the fix
+# run's reboot timeout), LAB_TEST_FAIL_TIMEOUT (60 s, how long the failing run waits for the
+# killed VM; the watcher check makes sure it was the kill, not a slow boot, that failed it).
+set -euo pipefail
+
+LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$LAB_DIR/../.." && pwd)
+LAB=$LAB_DIR/lab.sh
+W=${LAB_WORK:-$LAB_DIR/work}
+export LAB_WORK=$W
+OUT=$W/lab-test
+VENV=${PVETUNE_VENV:-$TOP/.venv}
+PY=$VENV/bin/python
+POLICY=$LAB_DIR/policy.yml
+INV=$W/inventory.yml
+REPORTS=$OUT/reports
+REBOOT_TIMEOUT=${LAB_TEST_REBOOT_TIMEOUT:-900}
+FAIL_TIMEOUT=${LAB_TEST_FAIL_TIMEOUT:-60}
+N=2
+UVM_SEED=511     # lab.sh seed default (LAB_UVM_MAJOR)
+UVM_NEXT=512     # the major the boot after the fix gets (simulates a driver reload/update)
+UVM_CT=509       # the stale major CT 101 allows (lab.sh seed default, LAB_CT_UVM_MAJOR)
+REBOOT_TASK='Reboot (a fix needs it and reboot_ok is true)'
+
+export ANSIBLE_CONFIG=$TOP/ansible.cfg PATH=$VENV/bin:$PATH ANSIBLE_NOCOLOR=1 PYTHONDONTWRITEBYTECODE=1
+
+PASS=0 FAIL=0
+PHASES=()
+T_ALL=$EPOCHREALTIME
+WATCHER=
+
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}'; }
+say() { printf '[lab-test %s] %s\n' "$(date +%T)" "$*"; }
+die() { say "ABORT: $*"; exit 1; }
+SUBTIMES=()   # detail lines a phase adds under its own line (reboot durations)
+phase() {   # phase NAME CMD...: run, time, record
+  local name=$1 t0=$EPOCHREALTIME t
+  shift
+  say "== $name"
+  "$@"
+  t=$(since "$t0")
+  PHASES+=("$(printf '%-34s %8s s' "$name" "$t")")
+  PHASES+=("${SUBTIMES[@]}")
+  SUBTIMES=()
+  say "== $name: ${t} s"
+}
+# result, check, check_eq, check_has, check_no
+# shellcheck source=tests/lab/asserts.sh
+. "$LAB_DIR/asserts.sh"
+
+cleanup() {
+  local rc=$?
+  if [[ -n $WATCHER ]] && kill -0 "$WATCHER" 2>/dev/null; then kill "$WATCHER" 2>/dev/null || true; fi
+  "$LAB" down || true
+  if ((rc != 0)); then
+    say "lab-test aborted (rc $rc) after $(since "$T_ALL") s; $PASS passed, $FAIL failed so far"
+    write_timings || true
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+write_timings() {
+  mkdir -p "$W"
+  {
+    echo "# tests/lab/lab-test.sh phase times ($(date -u +%FT%TZ), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
+    printf '%s\n' "${PHASES[@]}"
+    printf '%-34s %8s s\n' total "$(since "$T_ALL")"
+  } >"$W/timings.txt"
+}
+
+vssh() { local i=$1; shift; "$LAB" ssh "$i" -- "$@" </dev/null; }
+vscript() { "$LAB" ssh "$1" -- bash -s <"$2"; }   # vscript I SCRIPT: run a tests/lab/vm script
+
+declare -A K   # kstate of the VM last loaded
+declare -A BOOT_ID   # boot_id per VM before the run under test
+load_kstate() {   # load_kstate TAG I: run kstate.sh in vm I, keep it as $OUT/kstate-TAG-vmI, load K
+  local f=$OUT/kstate-$1-vm$2 k v
+  vscript "$2" "$LAB_DIR/vm/kstate.sh" >"$f" 2>&1 || true
+  K=()
+  while IFS='=' read -r k v; do [[ -n $k ]] && K[$k]=$v; done <"$f"
+}
+save_state() {    # save_state TAG I: the listing of pvetune-relevant files/values of vm I
+  vscript "$2" "$LAB_DIR/vm/state.sh" >"$OUT/state-$1-vm$2" 2>&1 ||
+    die "vm$2: state listing failed ($OUT/state-$1-vm$2)"
+}
+same_state() {    # same_state DESCRIPTION TAG_A TAG_B I
+  local a=$OUT/state-$2-vm$4 b=$OUT/state-$3-vm$4 d
+  d=$(diff "$a" "$b" | grep '^[<>]' | head -6 | tr '\n' ' ' || true)
+  check_eq "$1 ($(wc -l <"$a") files/values, sha $(sha256sum <"$a" | cut -c1-12))" "${d:-identical}" identical
+}
+
+labtool() { "$PY" "$LAB_DIR/labtool.py" "$@"; }
+play() {          # play NAME PLAYBOOK ARGS...: returns the playbook's rc; output in $OUT/NAME.log
+  local name=$1 book=$2 rc=0
+  shift 2
+  # The policy file first: a later -e (ARGS) overrides what it sets (pvetune_reboot_timeout).
+  labtool play "$name" "$book" -i "$INV" -e "@$POLICY" -e "pvetune_report_dir=$REPORTS" "$@" \
+    >"$OUT/$name.log" 2>&1 || rc=$?
+  grep -A$((N + 1)) '^PLAY RECAP' "$OUT/$name.log" | sed 's/^/    /' || true
+  return "$rc"
+}
+audit_lines() { labtool audit "$REPORTS/latest"; }
+status_of() {     # status_of LINES HOST CHECK -> "status<TAB>message<TAB>current"
+  awk -F'\t' -v h="$2" -v c="$3" '$1 == h && $2 == c { print $3 "\t" $4 "\t" $5 }' <<<"$1"
+}
+record() { labtool json "$REPORTS/fix-$1/$2.json" "$3"; }   # record RUN_ID HOST KEY
+
+# ---------------------------------------------------------------------------------------------
+# phases
+
+preflight() {
+  [[ -x $PY ]] || die "no virtualenv at $VENV: run scripts/bootstrap.sh lab (or make lab-test)"
+  "$PY" -c 'import ansible_runner' 2>/dev/null || die "ansible-runner missing in $VENV"
+  rm -rf "$OUT"
+  mkdir -p "$OUT" "$REPORTS"
+  "$LAB" down   # every phase starts from fresh overlays, never from VMs an earlier run left
+}
+
+PIN=
+discover() {
+  # The kernel to pin: the generic flavour, i.e. NOT the one GRUB boots by default (-cloud-amd64
+  # sorts first), so a booted pin is visible in uname -r.
+  local booted
+  PIN=$(vssh 1 'ls /boot/vmlinuz-*-amd64 | sed "s#.*/vmlinuz-##" | grep -v cloud | sort -V | tail -1')
+  booted=$(vssh 1 'uname -r')
+  say "kernels: GRUB default (booted) $booted, pin target $PIN"
+  check "pin target is a generic -amd64 kernel" "$PIN" '[0-9.]+-[0-9]+-amd64'
+  check_no "pin target is not the booted default" "$booted" "^${PIN//./\\.}\$"
+}
+
+audit_before() {
+  local i rc=0 lines s
+  for ((i = 1; i <= N; i++)); do save_state audit-pre "$i"; done
+  play audit-before audit.yml || rc=$?
+  check_eq "audit exits non-zero (hosts fail high-severity checks)" "$rc" 2
+  lines=$(audit_lines)
+  printf '%s\n' "$lines" | sed 's/^/    /' | cut -c1-160
+  for ((i = 1; i <= N; i++)); do
+    local h=lab-vm$i c want
+    for c in cpu.governor:fail cpu.cstates:fail kernel.numa_balancing:fail pcie.mrrs:fail boot.cmdline:fail \
+        lxc.gpu_devices:fail cpu.scaling_driver:warn cpu.epp:skip nvidia.driver:skip pcie.link:pass \
+        kernel.version:pass iommu.mode:pass; do
+      want=${c#*:}
+      s=$(status_of "$lines" "$h" "${c%%:*}")
+      check_eq "$h ${c%%:*} before the fix" "${s%%$'\t'*}" "$want"
+    done
+    s=$(status_of "$lines" "$h" cpu.scaling_driver)
+    check_has "$h cpu.scaling_driver warn says why (fallback)" "$s" "scaling_driver_fallback"
+    check_has "$h cpu.scaling_driver warn says why (cmdline)" "$s" "amd_pstate=active is not on the kernel command line"
+    s=$(status_of "$lines" "$h" nvidia.driver)
+    check_has "$h nvidia.driver skip has the policy's reason" "$s" "skipped by policy: lab VM"
+    s=$(status_of "$lines" "$h" lxc.gpu_devices)
+    check_has "$h lxc.gpu_devices names the stale uvm line" "$s" "c $UVM_CT:* rwm"
+    save_state audit-post "$i"
+    same_state "$h unchanged by the audit" audit-pre audit-post "$i"
+  done
+}
+
+# fix.yml --check --diff, reboot_ok=true (the most a real run would do): it shows every planned change
+# (file diffs, runtime before/after) and changes nothing: same listing, same boot, same kernel values.
+check_diff() {
+  local i rc=0 run stats diffs d
+  run=lab-check-$(date -u +%Y%m%dT%H%M%SZ)
+  for ((i = 1; i <= N; i++)); do
+    load_kstate pre-check "$i"
+    BOOT_ID[$i]=${K[boot_id]}
+  done
+  # Both VMs in one batch: nothing is applied, so the rolling order proves nothing here.
+  play check-diff fix.yml --check --diff -e reboot_ok=true -e "pvetune_kernel_version=$PIN" -e pvetune_serial=2 \
+    -e "pvetune_run_id_override=$run" || rc=$?
+  check_eq "fix.yml --check --diff succeeds" "$rc" 0
+  stats=$(labtool stats check-diff)
+  # The planned changes, as --diff prints them (one block per VM; the runner's pty ends lines in CR LF).
+  diffs=$(tr -d '\r' <"$OUT/check-diff.log")
+  # shellcheck disable=SC2016  # a literal $GRUB_CMDLINE_LINUX_DEFAULT: what the drop-in says
+  for d in '+kernel.numa_balancing = 0' '+cpufreq:policy[0-1]:scaling_governor = performance' \
+      '+pcie:0000:41:00.0:devctl = 5000' '+pcie:0000:81:00.0:devctl = 5000' \
+      '+GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT amd_pstate=active processor.max_cstate=1"' \
+      "+$PIN" '+++ after: /etc/systemd/system/pvetune-pcie-mrrs.service'; do
+    check_eq "diff shows, per VM: ${d:0:70}" "$(grep -cxF -- "$d" <<<"$diffs")" "$N"
+  done
+  # CT 101's stale allow line: planned twice per VM, by the role's regeneration and by the play's
+  # post-reboot one (check mode applied nothing in between, so both still see 509).
+  for d in "-lxc.cgroup2.devices.allow: c $UVM_CT:* rwm" "+lxc.cgroup2.devices.allow: c $UVM_SEED:* rwm"; do
+    check_eq "diff shows, twice per VM: $d" "$(grep -cxF -- "$d" <<<"$diffs")" "$((2 * N))"
+  done
+  for ((i = 1; i <= N; i++)); do
+    local h=lab-vm$i t
+    check_eq "$h check run: failures / unreachable" "$(awk -v h=$h '$1 == h { print $4, $5 }' <<<"$stats")" "0 0"
+    # Every fix of the role reports the change it would make (changed, in check mode).
+    for t in 'Set kernel.numa_balancing now and persist it in /etc/sysctl.d' \
+        'Set the amd_pstate mode, governor and EPP on every CPU policy' 'Set PCIe MaxReadReq on the NVIDIA functions' \
+        'Ensure the kernel command line arguments' 'Install and pin the kernel series' \
+        'Regenerate the NVIDIA device entries of the GPU containers' \
+        'Install the boot-time re-application (library, helper, settings, units)'; do
+      check_eq "$h would change: ${t:0:56}" "$(labtool res check-diff "$h" "pvetune_fix : $t" changed)" true
+    done
+    check_eq "$h record: check_mode, reboot needed" \
+      "$(record "$run" "$h" check_mode) $(record "$run" "$h" reboot_needed)" "true true"
+    check_eq "$h record: not rebooted, would reboot, pending-reboot" \
+      "$(record "$run" "$h" rebooted) $(record "$run" "$h" would_reboot) $(record "$run" "$h" result)" \
+      "false true pending-reboot"
+    save_state check-post "$i"
+    same_state "$h unchanged by fix.yml --check" audit-post check-post "$i"
+    load_kstate post-check "$i"
+    check_eq "$h same boot, kernel values unchanged (cmdline/numa/governor/devctl)" \
+      "${K[boot_id]} ${K[numa_balancing]} ${K[governor]} ${K[devctl_41_00_0]} ${K[devctl_81_00_0]} ${K[max_cstate_param]}" \
+      "${BOOT_ID[$i]} 1 schedutil 2000 2000 8"
+    check_eq "$h no pvetune lock after the check run" "${K[pvetune_lock]}" absent
+  done
+}
+
+# Pull the plug on vm I when its kernel restarts (serial console line), i.e. the reboot the fix
+# run asked for never comes back.
+watch_and_kill() {
+  local i=$1 log=$W/vms/vm$1.log start t
+  start=$(stat -c %s "$log")
+  for ((t = 0; t < 3600; t++)); do
+    if tail -c +$((start + 1)) "$log" | grep -q 'reboot: Restarting system'; then
+      echo "$(date +%T) vm$i: kernel restarting: killing its QEMU"
+      "$LAB" kill "$i"
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "vm$i never restarted"
+  return 1
+}
+
+declare -A JOURNAL_N
+rollout_failure() {
+  local i rc=0 run
+  run=lab-fail-$(date -u +%Y%m%dT%H%M%SZ)
+  for ((i = 1; i <= N; i++)); do
+    load_kstate pre-fail "$i"
+    JOURNAL_N[$i]=${K[ansible_invocations]}
+  done
+  watch_and_kill 1 >"$OUT/watcher.log" 2>&1 &
+  WATCHER=$!
+  play rollout-failure fix.yml -e reboot_ok=true -e "pvetune_kernel_version=$PIN" \
+    -e "pvetune_reboot_timeout=$FAIL_TIMEOUT" -e "pvetune_run_id_override=$run" || rc=$?
+  local wrc=0
+  kill -0 "$WATCHER" 2>/dev/null && kill "$WATCHER" 2>/dev/null   # vm1 never rebooted: stop watching
+  wait "$WATCHER" || wrc=$?
+  WATCHER=
+  check_eq "the watcher killed vm1 when it rebooted" "$wrc $(grep -c 'killing its QEMU' "$OUT/watcher.log")" "0 1"
+  check_no "fix.yml fails" "$rc" '^0$'
+  local msg
+  msg=$(grep -o "Rollout stopped at [^.]*\. Hosts after it in the inventory were not touched" \
+    "$OUT/rollout-failure.log" | head -1 || true)
+  check_has "playbook says the rollout stopped at vm1" "$msg" "Rollout stopped at lab-vm1: task '$REBOOT_TASK' failed"
+  say "failure message: $(grep -o "Rollout stopped at .*" "$OUT/rollout-failure.log" | head -1 | cut -c1-300)"
+  check_eq "vm1 record: result" "$(record "$run" lab-vm1 result)" failed
+  check_eq "vm1 record: failed task" "$(record "$run" lab-vm1 failure.task)" "$REBOOT_TASK"
+  check_has "vm1 record: why" "$(record "$run" lab-vm1 failure.message)" "Timed out"
+  check_eq "vm1 record: it needed the reboot" "$(record "$run" lab-vm1 reboot_needed)" true
+  check_eq "no record for vm2" "$(ls "$REPORTS/fix-$run/")" lab-vm1.json
+  check_eq "no task ran for vm2 (runner events)" \
+    "$(labtool events rollout-failure | awk -F'\t' '$3 == "lab-vm2"' | wc -l)" 0
+  labtool failures rollout-failure | cut -c1-220 | sed 's/^/    /'
+  save_state after-fail 2
+  same_state "vm2 untouched by the stopped rollout" audit-post after-fail 2
+  load_kstate after-fail 2
+  check_eq "vm2: no ansible module ran on it (journal)" "${K[ansible_invocations]}" "${JOURNAL_N[2]}"
+  check_eq "vm2: no pvetune lock" "${K[pvetune_lock]}" absent
+  check "vm2: no pvetune manifest/backups" "$(grep '^/var/lib/pvetune/' "$OUT/state-after-fail-vm2")" \
+    '/var/lib/pvetune/ missing'
+  check_eq "vm2: still the seeded boot" "${K[boot_id]}" "$(grep '^boot_id=' "$OUT/kstate-pre-fail-vm2" | cut -d= -f2)"
+}
+
+vm1_fresh() {
+  "$LAB" up "$N"
+  "$LAB" seed 1
+  load_kstate fresh 1
+  check_eq "vm1 fresh: seeded uvm major" "${K[uvm_major]}" "$UVM_SEED"
+  check "vm1 fresh: stock cmdline" "$(grep -c 'max_cstate' <<<"${K[cmdline]}" || true)" 0
+  save_state fresh 1
+  check "vm1 fresh: no pvetune files" "$(grep -c '^/var/lib/pvetune/ missing' "$OUT/state-fresh-vm1")" 1
+}
+
+fix_run() {
+  local i rc=0 run
+  run=lab-fix-$(date -u +%Y%m%dT%H%M%SZ)
+  for ((i = 1; i <= N; i++)); do
+    # Only the lab's file: the nodes of this boot keep $UVM_SEED; the next boot gets $UVM_NEXT.
+    vssh "$i" "echo $UVM_NEXT >/etc/pvetune-lab/uvm-major"
+    load_kstate pre-fix "$i"
+    BOOT_ID[$i]=${K[boot_id]}
+  done
+  play fix fix.yml -e reboot_ok=true -e "pvetune_kernel_version=$PIN" \
+    -e "pvetune_reboot_timeout=$REBOOT_TIMEOUT" -e "pvetune_run_id_override=$run" || rc=$?
+  check_eq "fix.yml succeeds" "$rc" 0
+  local stats
+  stats=$(labtool stats fix)
+  for ((i = 1; i <= N; i++)); do
+    local h=lab-vm$i
+    check "$h: no failed/unreachable task" "$(awk -v h=$h '$1 == h { print $4, $5 }' <<<"$stats")" '0 0'
+    check_eq "$h record: result" "$(record "$run" "$h" result)" ok
+    check_eq "$h record: rebooted" "$(record "$run" "$h" rebooted)" true
+    # The health gate: no nvidia-smi and no pct in the lab, so both targets are skipped, with the reason.
+    check_eq "$h health gate: host and CT 101 skipped with reasons" \
+      "$(labtool health "$REPORTS/fix-$run/$h.json" | tr '\t\n' '| ')" \
+      "host|skip|nvidia-smi not run: not installed on this host ct:101|skip|pct not run: not installed on this host "
+    # pvetune_kernel: the series is installed (nothing to install), the generic flavour is pinned the
+    # GRUB way (no proxmox-boot-tool): pin snippet + update-grub, and the next boot uses it.
+    local kt='pvetune_fix : Install and pin the kernel series' k
+    k=$(labtool res fix "$h" "$kt" package_installed)/$(labtool res fix "$h" "$kt" version)
+    k+=/$(labtool res fix "$h" "$kt" loader.name)/$(labtool res fix "$h" "$kt" loader.managed_by_pbt)
+    k+=/$(labtool res fix "$h" "$kt" commands.0.cmd)/$(labtool res fix "$h" "$kt" next_boot_kernel)
+    check_eq "$h kernel: no install, pin $PIN via GRUB (update-grub), next boot $PIN" "$k" \
+      "false/$PIN/grub/false/[\"update-grub\"]/$PIN"
+    check_eq "$h kernel: Debian package name, series kernels already there" \
+      "$(labtool res fix "$h" "$kt" package) $(labtool res fix "$h" "$kt" series_installed)" \
+      "linux-image-amd64 [\"$PIN\", \"${PIN/-amd64/-cloud-amd64}\"]"
+    check_eq "$h cpufreq: amd_pstate needs the boot arg (first run: reboot_required)" \
+      "$(labtool res fix "$h" 'pvetune_fix : Set the amd_pstate mode, governor and EPP on every CPU policy' \
+        reboot_required)" true
+  done
+  # Rolling: nothing happened on vm2 before vm1 had passed its gates and released its lock.
+  local ev first2 gate1 unlock1 last1
+  ev=$(labtool events fix)
+  first2=$(awk -F'\t' '$3 == "lab-vm2" { print $1; exit }' <<<"$ev")
+  last1=$(awk -F'\t' '$3 == "lab-vm1" { n = $1 } END { print n }' <<<"$ev")
+  gate1=$(awk -F'\t' '$3 == "lab-vm1" && $4 == "runner_on_ok" && $6 ~ /^Audit gate/ { print $1 }' <<<"$ev")
+  unlock1=$(awk -F'\t' '$3 == "lab-vm1" && $6 ~ /^Release the host/ { print $1 }' <<<"$ev")
+  say "events: vm1 gate passed #$gate1, vm1 unlocked #$unlock1, vm1 last #$last1, vm2 first #$first2"
+  check "vm1 passed its audit gate" "${gate1:-none}" '[0-9]+'
+  check_eq "vm2's first task after vm1's gate, unlock and last task" \
+    "$((first2 > gate1 && first2 > unlock1 && first2 > last1))" 1
+  local t1 t2
+  t1=$(awk -F'\t' -v s="$last1" '$1 == s { print $2 }' <<<"$ev")
+  t2=$(awk -F'\t' -v s="$first2" '$1 == s { print $2 }' <<<"$ev")
+  say "vm1 done at $t1, vm2 started at $t2"
+  while read -r h s; do SUBTIMES+=("$(printf '%-34s %8s s' "  reboot $h (reboot module elapsed)" "$s")"); done \
+    < <(labtool task-time fix "$REBOOT_TASK")
+  # The post-reboot regeneration in the play found nothing to do: the boot unit had done it.
+  check_eq "post-reboot CT regeneration in the play changed nothing (boot unit did it)" \
+    "$(awk -F'\t' '$6 ~ /^Regenerate the GPU CTs/ { s = s $4 ":" $5 " " } END { print s }' <<<"$ev")" \
+    "runner_on_ok:0 runner_on_ok:0 "
+}
+
+verify() {
+  local i
+  for ((i = 1; i <= N; i++)); do
+    local h=lab-vm$i b
+    load_kstate after-fix "$i"
+    check_no "$h rebooted (new boot_id)" "${K[boot_id]}" "^${BOOT_ID[$i]}\$"
+    check_eq "$h uname -r is the pinned kernel (GRUB fallback pin)" "${K[kernel]}" "$PIN"
+    check_has "$h /proc/cmdline has amd_pstate=active" "${K[cmdline]}" " amd_pstate=active"
+    check_has "$h /proc/cmdline has processor.max_cstate=1" "${K[cmdline]}" " processor.max_cstate=1"
+    check_has "$h /proc/cmdline is the pinned kernel's" "${K[cmdline]}" "BOOT_IMAGE=/boot/vmlinuz-$PIN "
+    check_eq "$h /sys/module/processor/parameters/max_cstate" "${K[max_cstate_param]}" 1
+    check_eq "$h cpuidle states cpu0 (only POLL/C1)" "${K[cpuidle_cpu0]}" "POLL:0 C1:0"
+    check_eq "$h cpuidle states cpu1 (only POLL/C1)" "${K[cpuidle_cpu1]}" "POLL:0 C1:0"
+    check_eq "$h /proc/sys/kernel/numa_balancing" "${K[numa_balancing]}" 0
+    for b in 41_00_0 81_00_0; do
+      check_eq "$h setpci ${b//_/:} CAP_EXP+8.w MRRS field = 5 (4096)" \
+        "$(( (0x${K[devctl_$b]:-0} >> 12) & 7 ))" 5
+      check_eq "$h lspci ${b//_/:} MaxReadReq after the reboot" "${K[mrrs_$b]}" 4096
+    done
+    check_eq "$h pvetune-pcie-mrrs.service active/enabled" \
+      "${K[active_pvetune-pcie-mrrs]}/${K[enabled_pvetune-pcie-mrrs]}" active/enabled
+    # The reboot reset DevCtl to 512 and the unit wrote 4096 back (its own journal lines).
+    check_eq "$h pcie-mrrs unit restored both functions this boot (journal 512 -> 4096)" \
+      "$(grep -o 'MaxReadReq 512 -> 4096' <<<"${K[journal_pvetune-pcie-mrrs]}" | wc -l)" 2
+    check_eq "$h pvetune-cpufreq.service active" "${K[active_pvetune-cpufreq]}" active
+    check_eq "$h governor (pvetune-cpufreq at boot)" "${K[governor]}" performance
+    check_has "$h cpufreq unit says why amd_pstate is absent" "${K[journal_pvetune-cpufreq]}" "did not load"
+    check_eq "$h scaling driver (no CPPC in the lab: amd_pstate cannot load)" \
+      "${K[scaling_driver]}/${K[amd_pstate_status]}" "acpi-cpufreq/absent"
+    check_eq "$h /dev/nvidia-uvm major of this boot" "${K[uvm_major]}/${K[proc_devices_uvm]}" "$UVM_NEXT/$UVM_NEXT"
+    check_eq "$h CT 101 allows this boot's uvm major" "${K[ct101_allow]}" "c 195:* rwm c $UVM_NEXT:* rwm"
+    check_eq "$h pvetune-lxc-gpu.service active" "${K[active_pvetune-lxc-gpu]}" active
+    check_has "$h pvetune-lxc-gpu rewrote CT 101 at boot ($UVM_SEED -> $UVM_NEXT)" \
+      "${K[journal_pvetune-lxc-gpu]}" "c $UVM_SEED:* rwm; +12: lxc.cgroup2.devices.allow: c $UVM_NEXT:* rwm"
+    check_eq "$h pvetune lock released" "${K[pvetune_lock]}" absent
+  done
+}
+
+audit_after() {
+  local rc=0 lines i
+  play audit-after audit.yml || rc=$?
+  check_eq "audit passes" "$rc" 0
+  lines=$(audit_lines)
+  printf '%s\n' "$lines" | sed 's/^/    /' | cut -c1-200
+  check_eq "no check fails or errors" "$(awk -F'\t' '$3 == "fail" || $3 == "error"' <<<"$lines" | wc -l)" 0
+  check_eq "nothing pending" "$(awk -F'\t' '$3 == "pending"' <<<"$lines" | wc -l)" 0
+  for ((i = 1; i <= N; i++)); do
+    local h=lab-vm$i c s
+    for c in cpu.governor cpu.cstates kernel.numa_balancing pcie.mrrs pcie.link kernel.version boot.cmdline \
+        lxc.gpu_devices iommu.mode; do
+      s=$(status_of "$lines" "$h" "$c")
+      check_eq "$h $c after the fix" "${s%%$'\t'*}" pass
+    done
+    s=$(status_of "$lines" "$h" cpu.scaling_driver)
+    check_eq "$h cpu.scaling_driver is warn (policy fallback)" "${s%%$'\t'*}" warn
+    check_has "$h cpu.scaling_driver says why" "$s" "amd_pstate=active is on /proc/cmdline but amd_pstate did not load"
+    s=$(status_of "$lines" "$h" cpu.epp)
+    check_has "$h cpu.epp skip with reason" "$s" \
+      "skip"$'\t'"the cpufreq driver (acpi-cpufreq) offers no energy_performance_preference"
+    s=$(status_of "$lines" "$h" nvidia.driver)
+    check_has "$h nvidia.driver skip with reason" "$s" "skipped by policy: lab VM"
+    s=$(status_of "$lines" "$h" lxc.gpu_devices)
+    check_has "$h lxc.gpu_devices: current majors" "$s" "nvidia-uvm=$UVM_NEXT"
+  done
+}
+
+fix_again() {
+  local rc=0 run i stats
+  run=lab-fix2-$(date -u +%Y%m%dT%H%M%SZ)
+  # Both VMs in one batch (serial 2): idempotence does not need the rolling order, and the two
+  # VMs' module runs then share the host's cores instead of taking turns.
+  play fix-again fix.yml -e reboot_ok=true -e "pvetune_kernel_version=$PIN" -e pvetune_serial=2 \
+    -e "pvetune_reboot_timeout=$REBOOT_TIMEOUT" -e "pvetune_run_id_override=$run" || rc=$?
+  check_eq "second fix.yml succeeds" "$rc" 0
+  stats=$(labtool stats fix-again)
+  for ((i = 1; i <= N; i++)); do
+    local h=lab-vm$i
+    check_eq "$h second run: changed / failures / unreachable" \
+      "$(awk -v h=$h '$1 == h { print $3, $4, $5 }' <<<"$stats")" "0 0 0"
+    check_eq "$h second run: reboot task skipped" \
+      "$(labtool events fix-again | awk -F'\t' -v h=$h -v t="$REBOOT_TASK" '$3 == h && $6 == t { print $4 }')" \
+      runner_on_skipped
+    check_eq "$h record: not rebooted, result ok" \
+      "$(record "$run" "$h" rebooted) $(record "$run" "$h" result)" "false ok"
+    # Booted with amd_pstate=active and still acpi-cpufreq (no CPPC): a reboot would not help.
+    check_eq "$h cpufreq: no reboot asked for amd_pstate (booted with the arg already)" \
+      "$(labtool res fix-again "$h" 'pvetune_fix : Set the amd_pstate mode, governor and EPP on every CPU policy' \
+        reboot_required)" false
+    load_kstate after-fix2 "$i"
+    check_eq "$h same boot as after the first fix" "${K[boot_id]}" \
+      "$(grep '^boot_id=' "$OUT/kstate-after-fix-vm$i" | cut -d= -f2)"
+  done
+}
+
+down_and_verify() {
+  local pids p alive=
+  pids=$(cat "$W"/vms/vm*.pid 2>/dev/null | xargs || true)
+  "$LAB" down
+  for p in $pids; do
+    [[ $(ps -o stat= -p "$p" 2>/dev/null) == [^Z]* ]] && alive+=" $p"
+  done
+  check "all lab QEMUs stopped" "${alive:-none}" none
+}
+
+# ---------------------------------------------------------------------------------------------
+
+cd "$TOP"
+preflight
+phase deps "$LAB" deps
+phase build "$LAB" build
+phase "up $N (boot to SSH)" "$LAB" up "$N"
+phase seed "$LAB" seed
+phase discover discover
+phase "1 audit-before" audit_before
+phase "2 check-diff (fix.yml --check --diff)" check_diff
+phase "3 rollout-failure" rollout_failure
+phase "4 vm1-fresh (boot to SSH + seed)" vm1_fresh
+phase "5 fix (2 x fix + reboot, serial)" fix_run
+phase "6 verify" verify
+phase "7 audit-after" audit_after
+phase "8 fix-again" fix_again
+phase down down_and_verify
+trap - EXIT
+
+write_timings
+say "phase times (also in $W/timings.txt):"
+cat "$W/timings.txt"
+echo "lab-test: $PASS passed, $FAIL failed"
+((FAIL == 0))

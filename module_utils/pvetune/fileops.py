@@ -264,8 +264,7 @@ class ChangeSet:
                 if item["remove"]:
                     os.unlink(real)
                 else:
-                    self._record_new_dirs(manifest, item["path"])
-                    self._makedirs_recorded(os.path.dirname(real))
+                    self._create_parents(manifest, item["path"])
                     if is_pmxcfs(item["path"]):
                         # Recorded first: an in-place write that fails half-way leaves part of the new bytes,
                         # and restore_run() must put the original back.
@@ -286,19 +285,21 @@ class ChangeSet:
                 self.save_manifest(manifest)
         return [entry[0] for entry in self.written]
 
-    def _record_new_dirs(self, manifest, host_path):
-        """Remember the directories this write creates, so rollback can remove them again."""
-        if not self.record:
-            return
-        created = manifest.setdefault("dirs", [])
+    def _create_parents(self, manifest, host_path):
+        """Create the missing parent directories of ``host_path``. They are remembered for restore_run()
+        (this run's failure) and, when recording, in the manifest for rollback."""
+        missing = []  # deepest first
         parent = os.path.dirname(host_path)
-        missing = []
         while parent not in ("/", "") and not os.path.isdir(self.fsroot.path(parent)):
             missing.append(parent)
             parent = os.path.dirname(parent)
-        for directory in missing:
-            if directory not in created:
-                created.append(directory)
+        if not missing:
+            return
+        if self.record:
+            created = manifest.setdefault("dirs", [])
+            created.extend(d for d in missing if d not in created)
+        _makedirs(self.fsroot.path(missing[0]))
+        self.created_dirs.extend(self.fsroot.path(d) for d in reversed(missing))
 
     def _apply_symlink(self, manifest, item):
         entry = manifest["files"].get(item["path"]) if self.record else {}
@@ -307,8 +308,7 @@ class ChangeSet:
                      "original_target": item["link_before"], "first_run": self.run_id}
             manifest["files"][item["path"]] = entry
         real = self.fsroot.path(item["path"], follow_last=False)
-        self._record_new_dirs(manifest, item["path"])
-        _makedirs(os.path.dirname(real))
+        self._create_parents(manifest, item["path"])
         tmp = os.path.join(os.path.dirname(real), ".%s.pvetune-tmp" % os.path.basename(real))
         if os.path.lexists(tmp):
             os.unlink(tmp)
@@ -351,15 +351,6 @@ class ChangeSet:
                 pass
         self.created_dirs = []
         return restored
-
-    def _makedirs_recorded(self, real_dir):
-        missing = []
-        while real_dir and not os.path.isdir(real_dir):
-            missing.append(real_dir)
-            real_dir = os.path.dirname(real_dir)
-        if missing:
-            _makedirs(missing[0])
-        self.created_dirs.extend(reversed(missing))
 
     def _check_pmxcfs_writable(self):
         """Refuse before anything is written when /etc/pve is read-only (pmxcfs without quorum).

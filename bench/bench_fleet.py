@@ -380,13 +380,19 @@ def scaling(fleet, variants):
     return out
 
 
-def main():
+def fleet_arg_parser():
+    """The options bench/run.sh passes to every fleet script: work dir, the private sshd, its key."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--work", required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--key", required=True)
-    parser.add_argument("--out", required=True)
     parser.add_argument("--sshd-pid", type=int)
+    return parser
+
+
+def main():
+    parser = fleet_arg_parser()
+    parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
     ns = [int(x) for x in env_list("BENCH_NS", ["1", "8", "32", "64"])]

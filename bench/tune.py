@@ -16,7 +16,6 @@ Experiments:
               directory laid out like module_utils/, e.g. with an older fsroot.py)
 """
 
-import argparse
 import json
 import os
 import statistics
@@ -93,11 +92,7 @@ def experiments(work, alt_module_utils):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--key", required=True)
-    parser.add_argument("--sshd-pid", type=int)
+    parser = bf.fleet_arg_parser()
     parser.add_argument("--results", required=True)
     args = parser.parse_args()
 

@@ -2,6 +2,8 @@
 a non-root reader, and bring its result or exception back to the test (root) process."""
 import os
 import pickle
+import shutil
+import tempfile
 
 NOBODY = 65534
 
@@ -46,3 +48,23 @@ def run_as_nobody(func):
     if kind == "text":
         raise AssertionError("in the uid-65534 child: %s" % value)
     return value
+
+
+def public_tmpdir(prefix):
+    """A 0755 directory under TMPDIR (tmpfs in scripts/run_tests.sh) that uid 65534 can traverse
+    (pytest's tmp_path lives under a 0700 base directory)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(path, 0o755)
+    return path
+
+
+def rmtree(path):
+    """Remove a scratch tree, also one a test made unlistable (chmod 000 directories)."""
+    if not os.path.lexists(path):
+        return
+    for dirpath, dirs, _files in os.walk(path):
+        for name in dirs:
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                os.chmod(full, 0o755)
+    shutil.rmtree(path, ignore_errors=True)

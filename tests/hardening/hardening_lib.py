@@ -8,7 +8,7 @@ import subprocess
 import sys
 import tempfile
 from modharness import load_library_module, run_module  # noqa: F401  (tests/modharness.py)
-from privdrop import NOBODY, run_as_nobody  # noqa: F401  (tests/privdrop.py; used by the hardening tests)
+from privdrop import NOBODY, public_tmpdir, rmtree, run_as_nobody  # noqa: F401  (tests/privdrop.py; used by the hardening tests)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
@@ -18,24 +18,6 @@ _TEMPLATES = {}
 
 
 # -- directories ------------------------------------------------------------------------------------
-def public_tmpdir(prefix):
-    """A 0755 directory under TMPDIR (tmpfs in scripts/run_tests.sh) that uid 65534 can traverse."""
-    path = tempfile.mkdtemp(prefix=prefix)
-    os.chmod(path, 0o755)
-    return path
-
-
-def rmtree(path):
-    if not os.path.lexists(path):
-        return
-    for dirpath, dirs, _files in os.walk(path):
-        for name in dirs:
-            full = os.path.join(dirpath, name)
-            if not os.path.islink(full):
-                os.chmod(full, 0o755)
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def copytree(src, dest):
     """cp -a (symlinks kept, modes kept)."""
     subprocess.run(["cp", "-a", src, dest], check=True)

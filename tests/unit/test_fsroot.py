@@ -6,10 +6,7 @@ ignore permission bits).
 """
 import errno
 import os
-import pathlib
-import shutil
 import stat
-import tempfile
 
 import pytest
 from ansible.module_utils.pvetune.fsroot import MAX_SYMLINKS, FsError, FsRoot
@@ -31,21 +28,6 @@ def link(root, host_path, target):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     os.symlink(target, path)
     return path
-
-
-@pytest.fixture
-def public_tmp():
-    """A scratch directory the unprivileged (uid 65534) child can reach.
-
-    pytest's tmp_path lives under a 0700 base directory, which is left alone; this one is 0755 in /tmp.
-    """
-    path = tempfile.mkdtemp(prefix="pvetune-test-")
-    os.chmod(path, 0o755)
-    yield pathlib.Path(path)
-    for dirpath, dirs, _files in os.walk(path):  # chmod-000 directories must be listable to be removed
-        for name in dirs:
-            os.chmod(os.path.join(dirpath, name), 0o755)
-    shutil.rmtree(path)
 
 
 # -- construction and mapping --------------------------------------------------------------------

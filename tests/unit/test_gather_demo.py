@@ -4,12 +4,10 @@ trees: each broken section must turn its checks into error/skip naming the file,
 other check still gives the same result as on the intact tree.
 """
 import os
-import pathlib
 import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
@@ -164,21 +162,6 @@ def copy_host(tmp_path, base_copy):
         shutil.copytree(str(base_copy(host)), str(root), symlinks=True, copy_function=os.link)
         return root
     return make
-
-
-@pytest.fixture
-def public_tmp():
-    """A scratch directory the unprivileged (uid 65534) child can reach.
-
-    pytest's tmp_path lives under a 0700 base directory, which is left alone; this one is 0755 in /tmp.
-    """
-    path = tempfile.mkdtemp(prefix="pvetune-test-")
-    os.chmod(path, 0o755)
-    yield pathlib.Path(path)
-    for dirpath, dirs, _files in os.walk(path):  # chmod-000 directories must be listable to be removed
-        for name in dirs:
-            os.chmod(os.path.join(dirpath, name), 0o755)
-    shutil.rmtree(path)
 
 
 def detach(path):

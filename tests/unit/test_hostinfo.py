@@ -9,10 +9,7 @@ Everything else is built in tmp_path by the tests.
 """
 import errno
 import os
-import pathlib
 import re
-import shutil
-import tempfile
 
 import pytest
 from ansible.module_utils.pvetune import checks, hostinfo
@@ -57,21 +54,6 @@ def open_up(root):
             os.chmod(os.path.join(dirpath, name), 0o755)
         for name in files:
             os.chmod(os.path.join(dirpath, name), 0o644)
-
-
-@pytest.fixture
-def public_tmp():
-    """A scratch directory the unprivileged (uid 65534) child can reach.
-
-    pytest's tmp_path lives under a 0700 base directory, which is left alone; this one is 0755 in /tmp.
-    """
-    path = tempfile.mkdtemp(prefix="pvetune-test-")
-    os.chmod(path, 0o755)
-    yield pathlib.Path(path)
-    for dirpath, dirs, _files in os.walk(path):  # chmod-000 directories must be listable to be removed
-        for name in dirs:
-            os.chmod(os.path.join(dirpath, name), 0o755)
-    shutil.rmtree(path)
 
 
 # == CPU lists ==================================================================================

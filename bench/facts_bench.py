@@ -28,10 +28,10 @@ import synth_host  # noqa: E402  (imports scripts/demo_fleet.py, which sets up a
 
 import yaml  # noqa: E402
 from ansible.module_utils.pvetune.checks import evaluate, summarize  # noqa: E402
-from ansible.module_utils.pvetune.fsroot import FsRoot  # noqa: E402
+from ansible.module_utils.pvetune.core.fsroot import FsRoot  # noqa: E402
 from ansible.module_utils.pvetune.gather import gather  # noqa: E402
-from ansible.module_utils.pvetune.policy import merge_policy  # noqa: E402
-from ansible.module_utils.pvetune.runner import Runner  # noqa: E402
+from ansible.module_utils.pvetune.core.policy import merge_policy  # noqa: E402
+from ansible.module_utils.pvetune.core.runner import Runner  # noqa: E402
 
 
 def site_policy():

@@ -154,9 +154,9 @@ changes:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune import bootcfg, cmdlinefix
 from ansible.module_utils.pvetune.bootcfg import BootConfigError
-from ansible.module_utils.pvetune.fileops import ChangeError, ChangeSet
-from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.runner import CommandUnavailable, Runner
+from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.runner import CommandUnavailable, Runner
 
 
 def main():

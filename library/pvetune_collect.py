@@ -56,7 +56,7 @@ import base64
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.collect import collect
-from ansible.module_utils.pvetune.runner import Runner
+from ansible.module_utils.pvetune.core.runner import Runner
 
 
 def main():

@@ -175,8 +175,8 @@ from ansible.module_utils.pvetune.cpufreq import (
     read_state,
     validate_config,
 )
-from ansible.module_utils.pvetune.fileops import ChangeError, ChangeSet
-from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 
 ARGUMENT_SPEC = {
     "root": {"type": "path", "default": "/"},

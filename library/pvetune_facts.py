@@ -153,11 +153,11 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.checks import evaluate, summarize
-from ansible.module_utils.pvetune.catalogue import BY_ID
-from ansible.module_utils.pvetune.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.catalogue import BY_ID
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.gather import gather
-from ansible.module_utils.pvetune.policy import PolicyError, merge_policy
-from ansible.module_utils.pvetune.runner import Runner
+from ansible.module_utils.pvetune.core.policy import PolicyError, merge_policy
+from ansible.module_utils.pvetune.core.runner import Runner
 
 
 def run_module(module):

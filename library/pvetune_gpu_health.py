@@ -124,9 +124,10 @@ skipped_commands:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import health, lxcfix
-from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.runner import Runner
+from ansible.module_utils.pvetune import lxcfix
+from ansible.module_utils.pvetune import gpu_health
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.runner import Runner
 
 
 def main():
@@ -150,13 +151,13 @@ def main():
         module.fail_json(msg=str(exc))
     runner = Runner(fsroot, module.run_command)
     try:
-        res = health.run_health(fsroot, runner, ctids, check_host_gpus=p["host"], check_cts=p["cts"],
+        res = gpu_health.run_health(fsroot, runner, ctids, check_host_gpus=p["host"], check_cts=p["cts"],
                                 uvm_probe=p["uvm_probe"], pending_restart=pending)
     except (lxcfix.LxcFixError, FsError) as exc:
         module.fail_json(msg=str(exc), changed=False)
     result = dict(changed=False, **res)
     if res["failed_targets"]:
-        details = ["%s: %s" % (t["target"], t["message"]) for t in res["targets"] if t["status"] == health.FAIL]
+        details = ["%s: %s" % (t["target"], t["message"]) for t in res["targets"] if t["status"] == gpu_health.FAIL]
         module.fail_json(msg="GPU health check failed: %s" % "; ".join(details), **result)
     module.exit_json(**result)
 

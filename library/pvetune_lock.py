@@ -78,8 +78,8 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.fileops import validate_run_id
-from ansible.module_utils.pvetune.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.changeset import validate_run_id
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
 
 
 def read_holder(real):

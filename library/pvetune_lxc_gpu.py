@@ -190,7 +190,7 @@ reboot_required:
   returned: always
   type: bool
 changes:
-  description: Planned or applied file changes (fileops summary).
+  description: Planned or applied file changes (changeset summary).
   returned: always
   type: dict
 skipped_commands:
@@ -201,9 +201,9 @@ skipped_commands:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune import lxcfix
-from ansible.module_utils.pvetune.fileops import ChangeError, ChangeSet
-from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.runner import CommandUnavailable, Runner
+from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.runner import CommandUnavailable, Runner
 
 
 def main():

@@ -103,8 +103,8 @@ skipped_commands:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.fileops import ChangeError, ChangeSet
-from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.pciefix import (
     MrrsError,
     apply_step,
@@ -115,7 +115,7 @@ from ansible.module_utils.pvetune.pciefix import (
     setpci_available,
     validate_options,
 )
-from ansible.module_utils.pvetune.runner import CommandUnavailable, Runner
+from ansible.module_utils.pvetune.core.runner import CommandUnavailable, Runner
 
 ARGUMENT_SPEC = {
     "root": {"type": "path", "default": "/"},

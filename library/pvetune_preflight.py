@@ -73,9 +73,9 @@ ctids:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune import lxcfix, pciefix
-from ansible.module_utils.pvetune.fileops import validate_run_id
-from ansible.module_utils.pvetune.fsroot import FsRoot
-from ansible.module_utils.pvetune.policy import merge_policy
+from ansible.module_utils.pvetune.core.changeset import validate_run_id
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.policy import merge_policy
 
 
 def main():

@@ -96,10 +96,10 @@ import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune import cmdlinefix, pci, pciefix
-from ansible.module_utils.pvetune.fileops import ChangeError, ChangeSet
-from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.rollback import RollbackError, plan_rollback, remaining_manifest
-from ansible.module_utils.pvetune.runner import CommandUnavailable, Runner
+from ansible.module_utils.pvetune.core.runner import CommandUnavailable, Runner
 
 
 def restore_runtime(module, fsroot, runner, manifest, keys, check_mode):

@@ -84,17 +84,15 @@ skipped_commands:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import runtime
-from ansible.module_utils.pvetune.fileops import ChangeError, ChangeSet
-from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.runner import CommandUnavailable, Runner
+from ansible.module_utils.pvetune import bootunits
+from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.runner import CommandUnavailable, Runner
 
-# The runtime library is read from this module's own payload: import every file of it here so that
-# Ansible ships them with the module.
-from ansible.module_utils.pvetune import (  # noqa: F401  pylint: disable=unused-import
-    bootmain, cpufreq, fileops, hostinfo, lxcfix, lxcgpu, pci, pciefix, runner,
-)
-from ansible.module_utils.pvetune import fsroot as _fsroot  # noqa: F401  pylint: disable=unused-import
+# The runtime library is read from this module's own payload: importing the boot helper here makes
+# Ansible ship it and everything it imports with the module.
+from ansible.module_utils.pvetune import boothelper  # noqa: F401  pylint: disable=unused-import
+from ansible.module_utils.pvetune import cpufreq, lxcfix, pciefix
 
 
 VALIDATORS = {
@@ -122,7 +120,7 @@ def main():
         argument_spec=dict(
             root=dict(type="path", default="/"),
             run_id=dict(type="str"),
-            subcommands=dict(type="list", elements="str", required=True, choices=list(runtime.SUBCOMMANDS)),
+            subcommands=dict(type="list", elements="str", required=True, choices=list(bootunits.SUBCOMMANDS)),
             configs=dict(type="dict", required=True),
             enable=dict(type="bool", default=True),
         ),
@@ -133,11 +131,11 @@ def main():
         fsroot = FsRoot(p["root"])
         changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=p["run_id"])
         configs = validate_configs(p["configs"], p["subcommands"])
-        paths = runtime.plan_install(changes, p["subcommands"], configs, enable=p["enable"])
+        paths = bootunits.plan_install(changes, p["subcommands"], configs, enable=p["enable"])
     except (ValueError, IOError, OSError, FsError, ChangeError) as exc:
         module.fail_json(msg=str(exc))
     skipped = []
-    units_changed = any(f["path"].startswith(runtime.UNIT_DIR) for f in changes.files)
+    units_changed = any(f["path"].startswith(bootunits.UNIT_DIR) for f in changes.files)
     if not module.check_mode:
         try:
             changes.apply()

@@ -79,8 +79,8 @@ changes:
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.fileops import ChangeError, ChangeSet
-from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.hostinfo import read_sysctl_persisted, render_sysctl_dropin, sysctl_path
 
 # \Z, not $: "$" also matches before a trailing newline ("kernel.numa_balancing\n" would pass).

@@ -33,9 +33,9 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 import conftest  # noqa: E402,F401  (makes ansible.module_utils.pvetune importable)
 
-from ansible.module_utils.pvetune import hostinfo, lxcfix, runtime  # noqa: E402
-from ansible.module_utils.pvetune.fileops import ChangeSet  # noqa: E402
-from ansible.module_utils.pvetune.fsroot import FsRoot  # noqa: E402
+from ansible.module_utils.pvetune import bootunits, hostinfo, lxcfix  # noqa: E402
+from ansible.module_utils.pvetune.core.changeset import ChangeSet  # noqa: E402
+from ansible.module_utils.pvetune.core.fsroot import FsRoot  # noqa: E402
 from ansible.module_utils.pvetune.pci import build_config  # noqa: E402
 
 DEFAULT_OUT = os.path.join(TOP, "demo", "snapshots")
@@ -558,7 +558,7 @@ FIX_RUN_ID = "20261118T140000Z"
 def write_fixed_runtime(t):
     """What pvetune_runtime installs (library, helper, settings, enabled units), as on a fixed host."""
     plan = ChangeSet(FsRoot(t.root), check_mode=True, run_id=FIX_RUN_ID)
-    runtime.plan_install(plan, list(runtime.SUBCOMMANDS), FIXED_RUNTIME_CONFIGS)
+    bootunits.plan_install(plan, list(bootunits.SUBCOMMANDS), FIXED_RUNTIME_CONFIGS)
     for item in plan.files:
         if item.get("link") is not None:
             t.link(item["path"], item["link"])

@@ -24,8 +24,8 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 import conftest  # noqa: E402,F401  (makes ansible.module_utils.pvetune importable)
 
-from ansible.module_utils.pvetune.catalogue import CATALOGUE, STATUSES, policy_context  # noqa: E402
-from ansible.module_utils.pvetune.policy import DEFAULT_POLICY, MRRS_SIZES, SEVERITIES, merge_policy  # noqa: E402
+from ansible.module_utils.pvetune.core.catalogue import CATALOGUE, STATUSES, policy_context  # noqa: E402
+from ansible.module_utils.pvetune.core.policy import DEFAULT_POLICY, MRRS_SIZES, SEVERITIES, merge_policy  # noqa: E402
 
 DEFAULT_OUTPUT = os.path.join(TOP, "docs", "checks.md")
 

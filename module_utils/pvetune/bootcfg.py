@@ -76,7 +76,7 @@ import collections
 import functools
 import re
 
-from ansible.module_utils.pvetune.fsroot import FsError
+from ansible.module_utils.pvetune.core.fsroot import FsError
 
 # --------------------------------------------------------------------------
 # Paths and names

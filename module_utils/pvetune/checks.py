@@ -13,7 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.module_utils.pvetune.bootcfg import arg_key, arg_value
-from ansible.module_utils.pvetune.catalogue import BY_ID, CATALOGUE, render
+from ansible.module_utils.pvetune.core.catalogue import BY_ID, CATALOGUE, render
 from ansible.module_utils.pvetune.hostinfo import cstate_depth
 
 SCHEMA_VERSION = 1

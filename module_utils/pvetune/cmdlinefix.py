@@ -36,7 +36,7 @@ import re
 
 from ansible.module_utils.pvetune import bootcfg
 from ansible.module_utils.pvetune.bootcfg import BootConfigError
-from ansible.module_utils.pvetune.fsroot import FsError
+from ansible.module_utils.pvetune.core.fsroot import FsError
 
 LOADERS = ("auto", "grub", "systemd-boot")
 DROPIN_RE = re.compile(r"^/etc/default/grub\.d/[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\.cfg\Z")

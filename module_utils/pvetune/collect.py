@@ -26,7 +26,7 @@ import stat
 import tarfile
 import time
 
-from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 
 SNAPSHOT_FORMAT = 1
 MAX_FILE = 4 * 1024 * 1024
@@ -228,7 +228,7 @@ def collect(fsroot_root, runner_factory, hostname=None, now=None):
     """Gather through a recording root and pack what was read. Returns (bytes, info)."""
     from ansible.module_utils.pvetune import gather as gather_mod
     from ansible.module_utils.pvetune import lxcgpu
-    from ansible.module_utils.pvetune.policy import merge_policy
+    from ansible.module_utils.pvetune.core.policy import merge_policy
 
     rec = RecordingRoot(fsroot_root)
     runner = runner_factory(rec)

@@ -20,7 +20,7 @@ import re
 import traceback
 
 from ansible.module_utils.pvetune import bootcfg, hostinfo, lxcgpu, pci
-from ansible.module_utils.pvetune.fsroot import FsError
+from ansible.module_utils.pvetune.core.fsroot import FsError
 
 SNAPSHOT_DIR = "/.pvetune"
 STATE_FILE = "/var/lib/pvetune/nvidia-majors.json"
@@ -231,7 +231,7 @@ def gather_lxc(fsroot, nvidia):
 
 def gather(fsroot, runner=None, policy=None):
     """All facts for all checks, in one pass."""
-    from ansible.module_utils.pvetune.policy import merge_policy
+    from ansible.module_utils.pvetune.core.policy import merge_policy
 
     policy = policy or merge_policy(None)
     facts = {"schema": 1, "root": fsroot.root, "errors": []}

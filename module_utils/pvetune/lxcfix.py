@@ -9,7 +9,7 @@ the old major still starts, but CUDA fails inside it.  This module
 
 * reads the host's NVIDIA majors (/proc/devices) and nodes (/dev/nvidia*);
 * regenerates the chosen CT configs with ``lxcgpu.regenerate`` and writes the
-  changed ones in place through a ``fileops.ChangeSet`` (byte-exact backup
+  changed ones in place through a ``changeset.ChangeSet`` (byte-exact backup
   first; /etc/pve is pmxcfs, see docs/DESIGN.md);
 * records the NVIDIA majors in /var/lib/pvetune/nvidia-majors.json (union with
   what earlier runs saw, plus a history), so a later run still recognises an
@@ -43,9 +43,10 @@ import stat
 import time
 
 from ansible.module_utils.pvetune import lxcgpu
-from ansible.module_utils.pvetune.fileops import ChangeError, ChangeSet, _atomic_write, _makedirs, validate_run_id
-from ansible.module_utils.pvetune.fsroot import FsError
-from ansible.module_utils.pvetune.runner import CommandUnavailable
+from ansible.module_utils.pvetune.core.changeset import (ChangeError, ChangeSet, _atomic_write, _makedirs,
+                                                        validate_run_id)
+from ansible.module_utils.pvetune.core.fsroot import FsError
+from ansible.module_utils.pvetune.core.runner import CommandUnavailable
 
 STATE_FILE = "/var/lib/pvetune/nvidia-majors.json"
 STATE_VERSION = 1

@@ -42,7 +42,7 @@ import posixpath
 import re
 import stat
 
-from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 
 NVIDIA_MAJOR = 195
 FRONTEND_NAMES = ("nvidia-frontend", "nvidia")  # "nvidia" since driver 550.40

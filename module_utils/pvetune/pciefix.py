@@ -29,8 +29,8 @@ __metaclass__ = type
 import re
 
 from ansible.module_utils.pvetune import pci
-from ansible.module_utils.pvetune.fsroot import FsError
-from ansible.module_utils.pvetune.runner import CommandUnavailable
+from ansible.module_utils.pvetune.core.fsroot import FsError
+from ansible.module_utils.pvetune.core.runner import CommandUnavailable
 
 VENDOR = re.compile(r"0x[0-9a-f]{4}")
 CLASS_PREFIX = re.compile(r"0x[0-9a-f]{2,6}")

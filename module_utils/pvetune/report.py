@@ -19,7 +19,7 @@ import re
 from xml.sax.saxutils import quoteattr as _quoteattr, escape as _xml_escape
 
 from ansible.module_utils.pvetune.checks import SCHEMA_VERSION, SEVERITY_RANK
-from ansible.module_utils.pvetune.catalogue import CATALOGUE
+from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
 
 TOOL_VERSION = "0.1.0"
 # XML 1.0 cannot carry most C0 control characters, not even as character references; messages and

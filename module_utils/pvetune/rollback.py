@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Undo what pvetune changed on a host, from its manifest.
 
-The manifest (fileops.ChangeSet) holds, for every file pvetune ever wrote, the
+The manifest (changeset.ChangeSet) holds, for every file pvetune ever wrote, the
 original bytes (or that it did not exist) and the checksum of what pvetune
 wrote last, and for every runtime value the original.  ``plan_rollback``:
 
@@ -23,7 +23,7 @@ __metaclass__ = type
 
 import os
 
-from ansible.module_utils.pvetune.fileops import sha256
+from ansible.module_utils.pvetune.core.changeset import sha256
 
 BOOT_FILES_PREFIXES = ("/etc/default/grub", "/etc/kernel/cmdline", "/etc/kernel/proxmox-boot-pin",
                        "/etc/kernel/next-boot-pin")

@@ -7,7 +7,7 @@ import pytest
 
 # The policy (defaults and validation) is pvetune's own, from module_utils/pvetune/policy.py;
 # tests/conftest.py makes ansible.module_utils.pvetune importable.
-from ansible.module_utils.pvetune.policy import PolicyError, merge_policy
+from ansible.module_utils.pvetune.core.policy import PolicyError, merge_policy
 
 
 def load_policy(path):

@@ -3,7 +3,7 @@ import json
 import posixpath
 
 import pytest
-from ansible.module_utils.pvetune.runtime import SUBCOMMANDS
+from ansible.module_utils.pvetune.bootunits import SUBCOMMANDS
 
 HELPER = "/usr/local/sbin/pvetune-boot"
 

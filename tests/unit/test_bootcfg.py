@@ -40,7 +40,7 @@ from ansible.module_utils.pvetune.bootcfg import (
     validate_arg,
     validate_kernel_version,
 )
-from ansible.module_utils.pvetune.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures")

@@ -9,9 +9,9 @@ import copy
 
 import pytest
 from ansible.module_utils.pvetune import checks
-from ansible.module_utils.pvetune.catalogue import BY_ID, CATALOGUE, STATUSES
+from ansible.module_utils.pvetune.core.catalogue import BY_ID, CATALOGUE, STATUSES
 from ansible.module_utils.pvetune.checks import _arg_state, evaluate, summarize
-from ansible.module_utils.pvetune.policy import merge_policy
+from ansible.module_utils.pvetune.core.policy import merge_policy
 
 RESULT_KEYS = {"id", "title", "severity", "status", "current", "expected", "reboot_required", "message",
                "rationale", "remediation", "fix_tag", "evidence", "items"}

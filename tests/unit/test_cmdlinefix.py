@@ -19,7 +19,7 @@ import yaml
 
 from ansible.module_utils.pvetune import cmdlinefix
 from ansible.module_utils.pvetune.bootcfg import BootConfigError, GrubParseError
-from ansible.module_utils.pvetune.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from conftest import FIXTURES, TOP, load_library_module
 from modharness import run_module
 

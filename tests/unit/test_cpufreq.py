@@ -15,7 +15,8 @@ from runtimeutil import run_helper
 
 from modharness import run_module
 
-from ansible.module_utils.pvetune import cpufreq, runtime
+from ansible.module_utils.pvetune import cpufreq
+from ansible.module_utils.pvetune import bootunits
 from ansible.module_utils.pvetune.cpufreq import (
     AMD_PSTATE_STATUS,
     CpufreqError,
@@ -33,7 +34,7 @@ from ansible.module_utils.pvetune.cpufreq import (
     validate_config,
     write_sysfs,
 )
-from ansible.module_utils.pvetune.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
@@ -559,7 +560,7 @@ def test_boot_helper_script_cpufreq(tmp_path):
 
 # -- the unit -------------------------------------------------------------------------------------
 def test_cpufreq_unit():
-    live = runtime.render_unit("cpufreq")
+    live = bootunits.render_unit("cpufreq")
     assert "ExecStart=/usr/local/sbin/pvetune-boot cpufreq\n" in live
     for line in ("Type=oneshot", "RemainAfterExit=yes", "Before=pve-guests.service", "WantedBy=multi-user.target"):
         assert line + "\n" in live

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from ansible.module_utils.pvetune.catalogue import CATALOGUE, render
-from ansible.module_utils.pvetune.policy import DEFAULT_POLICY, PolicyError, merge_policy
+from ansible.module_utils.pvetune.core.catalogue import CATALOGUE, render
+from ansible.module_utils.pvetune.core.policy import DEFAULT_POLICY, PolicyError, merge_policy
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(TOP, "scripts", "gen_docs.py")

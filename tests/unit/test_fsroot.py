@@ -9,7 +9,7 @@ import os
 import stat
 
 import pytest
-from ansible.module_utils.pvetune.fsroot import MAX_SYMLINKS, FsError, FsRoot
+from ansible.module_utils.pvetune.core.fsroot import MAX_SYMLINKS, FsError, FsRoot
 from privdrop import run_as_nobody as run_unprivileged
 
 

@@ -13,9 +13,9 @@ import time
 import pytest
 import yaml
 from ansible.module_utils.pvetune.checks import evaluate
-from ansible.module_utils.pvetune.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.gather import gather
-from ansible.module_utils.pvetune.policy import merge_policy
+from ansible.module_utils.pvetune.core.policy import merge_policy
 from modharness import run_module
 from privdrop import run_as_nobody
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible.module_utils.pvetune.health import parse_smi_list
+from ansible.module_utils.pvetune.gpu_health import parse_smi_list
 from modharness import run_module
 from test_lxcfix import (
     BAD_CTIDS,

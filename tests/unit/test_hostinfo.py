@@ -13,9 +13,9 @@ import re
 
 import pytest
 from ansible.module_utils.pvetune import checks, hostinfo
-from ansible.module_utils.pvetune.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.gather import gather
-from ansible.module_utils.pvetune.policy import merge_policy
+from ansible.module_utils.pvetune.core.policy import merge_policy
 from privdrop import run_as_nobody as run_unprivileged
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -19,9 +19,10 @@ import pytest
 
 from runtimeutil import run_helper
 
-from ansible.module_utils.pvetune import lxcfix, runtime
-from ansible.module_utils.pvetune.fsroot import FsRoot
-from ansible.module_utils.pvetune.runner import Runner
+from ansible.module_utils.pvetune import lxcfix
+from ansible.module_utils.pvetune import bootunits
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.runner import Runner
 from modharness import run_module
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -606,7 +607,7 @@ def test_pvetune_boot_lxc_gpu_bad_configuration(tmp_path):
 
 # -- the unit -------------------------------------------------------------------------
 def render_unit(root):
-    return runtime.render_unit("lxc-gpu")
+    return bootunits.render_unit("lxc-gpu")
 
 
 def unit_values(text, key):

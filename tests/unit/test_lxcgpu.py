@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from ansible.module_utils.pvetune.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.lxcgpu import (
     KEY_ALLOW_V1,
     KEY_ALLOW_V2,

@@ -11,7 +11,7 @@ import struct
 import subprocess
 
 import pytest
-from ansible.module_utils.pvetune.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.pci import (
     PciConfigError,
     build_config,

@@ -17,8 +17,9 @@ from runtimeutil import run_helper
 from modharness import run_module
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import pci, runtime
-from ansible.module_utils.pvetune.fsroot import FsRoot
+from ansible.module_utils.pvetune import pci
+from ansible.module_utils.pvetune import bootunits
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.pciefix import (
     MrrsError,
     apply_step,
@@ -29,7 +30,7 @@ from ansible.module_utils.pvetune.pciefix import (
     validate_config,
     validate_options,
 )
-from ansible.module_utils.pvetune.runner import CommandUnavailable, Runner
+from ansible.module_utils.pvetune.core.runner import CommandUnavailable, Runner
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
@@ -505,7 +506,7 @@ def test_boot_helper_script_pcie_mrrs(tmp_path):
 
 # -- the unit -------------------------------------------------------------------------------------
 def test_pcie_unit():
-    live = runtime.render_unit("pcie-mrrs")
+    live = bootunits.render_unit("pcie-mrrs")
     assert "ExecStart=/usr/local/sbin/pvetune-boot pcie-mrrs\n" in live
     for line in ("Type=oneshot", "RemainAfterExit=yes", "Before=pve-guests.service", "WantedBy=multi-user.target",
                  "After=nvidia-persistenced.service"):

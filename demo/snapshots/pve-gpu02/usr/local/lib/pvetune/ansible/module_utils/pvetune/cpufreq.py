@@ -23,7 +23,7 @@ drivers/cpufreq/amd-pstate.c):
   it.  It is skipped and reported.
 
 The same functions serve the Ansible module (which records every runtime original on a
-fileops.ChangeSet for rollback) and ``boot_apply`` (pvetune-boot cpufreq, which only
+changeset.ChangeSet for rollback) and ``boot_apply`` (pvetune-boot cpufreq, which only
 re-applies the configured values at boot and records nothing).
 """
 
@@ -36,7 +36,7 @@ import errno
 import os
 import re
 
-from ansible.module_utils.pvetune.fsroot import FsError
+from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.hostinfo import format_cpu_list, parse_cpu_list
 
 CPU_DIR = "/sys/devices/system/cpu"

@@ -14,7 +14,7 @@ __metaclass__ = type
 
 import re
 
-from ansible.module_utils.pvetune.fsroot import FsError
+from ansible.module_utils.pvetune.core.fsroot import FsError
 
 CPU_DIR = "/sys/devices/system/cpu"
 

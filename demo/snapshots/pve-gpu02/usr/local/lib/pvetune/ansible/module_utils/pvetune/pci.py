@@ -35,7 +35,7 @@ import os
 import re
 import struct
 
-from ansible.module_utils.pvetune.fsroot import FsError
+from ansible.module_utils.pvetune.core.fsroot import FsError
 
 SYSFS_PCI_DEVICES = "/sys/bus/pci/devices"
 NVIDIA_VENDOR_ID = 0x10DE

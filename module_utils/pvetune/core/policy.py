@@ -16,7 +16,7 @@ __metaclass__ = type
 import copy
 import re
 
-from ansible.module_utils.pvetune.catalogue import BY_ID
+from ansible.module_utils.pvetune.core.catalogue import BY_ID
 
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 

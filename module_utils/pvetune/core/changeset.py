@@ -33,7 +33,7 @@ import os
 import re
 import stat
 
-from ansible.module_utils.pvetune.fsroot import FsError
+from ansible.module_utils.pvetune.core.fsroot import FsError
 
 STATE_DIR = "/var/lib/pvetune"
 PMXCFS_PREFIX = "/etc/pve/"

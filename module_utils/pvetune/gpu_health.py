@@ -31,8 +31,8 @@ __metaclass__ = type
 import re
 
 from ansible.module_utils.pvetune import lxcfix, lxcgpu
-from ansible.module_utils.pvetune.fsroot import FsError
-from ansible.module_utils.pvetune.runner import CommandUnavailable
+from ansible.module_utils.pvetune.core.fsroot import FsError
+from ansible.module_utils.pvetune.core.runner import CommandUnavailable
 
 OK = "ok"
 SKIP = "skip"

@@ -6,7 +6,7 @@
 * the runtime library: the module_utils/pvetune files the boot helper needs, taken
   from the running module's own payload (the code that runs at boot is exactly the
   code the modules ran), under /usr/local/lib/pvetune/ansible/module_utils/pvetune/;
-* /usr/local/sbin/pvetune-boot, a stub that runs bootmain.main() from that library;
+* /usr/local/sbin/pvetune-boot, a stub that runs boothelper.main() from that library;
 * /etc/pvetune/<subcommand>.json, the settings the helper re-applies;
 * one oneshot unit per subcommand, ordered before pve-guests.service, enabled with
   the multi-user.target.wants link that `systemctl enable` would create.
@@ -21,6 +21,7 @@ __metaclass__ = type
 
 import json
 import pkgutil
+import re
 
 LIB_DIR = "/usr/local/lib/pvetune"
 HELPER = "/usr/local/sbin/pvetune-boot"
@@ -29,9 +30,9 @@ WANTS_DIR = "/etc/systemd/system/multi-user.target.wants"
 CONFIG_DIR = "/etc/pvetune"
 PACKAGE = "ansible.module_utils.pvetune"
 
-# The modules the boot helper imports, directly or indirectly.
-RUNTIME_MODULES = ("__init__", "bootmain", "fsroot", "runner", "fileops", "hostinfo", "pci", "pciefix",
-                   "cpufreq", "lxcgpu", "lxcfix")
+# The boot helper; the runtime library is it and everything it imports, found by reading the imports.
+ENTRY_MODULE = "boothelper"
+_IMPORT = re.compile(r"^[ \t]*from ansible\.module_utils\.pvetune((?:\.\w+)*) import (?:\(([^)]*)\)|([^\n#]*))", re.M)
 
 SUBCOMMANDS = ("cpufreq", "pcie-mrrs", "lxc-gpu")
 
@@ -42,7 +43,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib", "pvetune"))
-from ansible.module_utils.pvetune.bootmain import main  # noqa: E402
+from ansible.module_utils.pvetune.boothelper import main  # noqa: E402
 
 sys.exit(main())
 """
@@ -119,15 +120,44 @@ def render_unit(subcommand, helper=HELPER):
     return "\n".join(lines) + "\n"
 
 
+def _read(get_data, relpath):
+    try:
+        return get_data(PACKAGE, relpath)
+    except (IOError, OSError):
+        return None
+
+
 def library_files(get_data=None):
-    """{file name: bytes} of the runtime library, read from the running package."""
+    """{path below the package: bytes} of the boot helper and every pvetune module it imports, from the
+    running package (the module's own payload). Packages bring their ``__init__.py``."""
     get_data = get_data or pkgutil.get_data
-    out = {}
-    for name in RUNTIME_MODULES:
-        data = get_data(PACKAGE, name + ".py")
+    out = {"__init__.py": _read(get_data, "__init__.py") or b""}
+    todo = [ENTRY_MODULE]
+    while todo:
+        dotted = todo.pop()
+        rel = dotted.replace(".", "/") + ".py"
+        if rel in out:
+            continue
+        data = _read(get_data, rel)
         if data is None:
-            raise IOError("cannot read %s/%s.py from the module payload" % (PACKAGE, name))
-        out[name + ".py"] = data
+            raise IOError("cannot read %s/%s from the module payload" % (PACKAGE, rel))
+        out[rel] = data
+        parts = dotted.split(".")
+        for i in range(1, len(parts)):
+            init = "/".join(parts[:i]) + "/__init__.py"
+            out.setdefault(init, _read(get_data, init) or b"")
+        for base, grouped, plain in _IMPORT.findall(data.decode("utf-8")):
+            base = base.lstrip(".")
+            for name in (n.strip() for n in (grouped or plain).replace("\n", ",").split(",")):
+                name = name.split(" as ")[0].strip()
+                if not name:
+                    continue
+                sub = (base + "." + name) if base else name
+                # "from pvetune.core import fsroot" names a module; "from pvetune.core.fsroot import FsRoot" a name
+                if _read(get_data, sub.replace(".", "/") + ".py") is not None:
+                    todo.append(sub)
+                elif base:
+                    todo.append(base)
     return out
 
 

@@ -21,13 +21,15 @@ import os
 import subprocess
 import sys
 
-from ansible.module_utils.pvetune.fsroot import FsRoot
-from ansible.module_utils.pvetune.runner import Runner
+from ansible.module_utils.pvetune import cpufreq, lxcfix, pciefix
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.runner import Runner
 
+# Imported here, not by name at run time: the runtime installer ships this module and what it imports.
 SUBCOMMANDS = {
-    "cpufreq": ("ansible.module_utils.pvetune.cpufreq", "boot_apply"),
-    "pcie-mrrs": ("ansible.module_utils.pvetune.pciefix", "boot_apply"),
-    "lxc-gpu": ("ansible.module_utils.pvetune.lxcfix", "boot_apply"),
+    "cpufreq": cpufreq.boot_apply,
+    "pcie-mrrs": pciefix.boot_apply,
+    "lxc-gpu": lxcfix.boot_apply,
 }
 
 
@@ -45,8 +47,6 @@ def main(argv=None):
     parser.add_argument("--root", default="/", help="directory treated as / (tests only)")
     parser.add_argument("subcommand", choices=sorted(SUBCOMMANDS))
     args = parser.parse_args(argv)
-    module_name, func_name = SUBCOMMANDS[args.subcommand]
-    module = __import__(module_name, fromlist=[func_name])
     fsroot = FsRoot(args.root)
     config_path = "/etc/pvetune/%s.json" % args.subcommand
     try:
@@ -56,7 +56,7 @@ def main(argv=None):
         sys.stderr.write("pvetune-boot %s: cannot read %s: %s\n" % (args.subcommand, config_path, exc))
         return 2
     runner = Runner(fsroot, run_command)
-    ok, messages = getattr(module, func_name)(fsroot, runner, config)
+    ok, messages = SUBCOMMANDS[args.subcommand](fsroot, runner, config)
     stream = sys.stdout if ok else sys.stderr
     for line in messages:
         stream.write("pvetune-boot %s: %s\n" % (args.subcommand, line))

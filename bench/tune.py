@@ -24,7 +24,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_fleet as bf
 
-
 PATH_KEYS = ("inventory", "library", "module_utils", "roles_path", "collections_path")
 
 

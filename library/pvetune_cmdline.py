@@ -29,16 +29,6 @@ version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
 options:
-  root:
-    description:
-      - Directory treated as C(/) for every read and write.
-      - With a root other than C(/) commands are taken only from C(<root>/.pvetune/bin) (test stand-ins);
-        without a stand-in the step is skipped and reported in RV(skipped_commands).
-    type: path
-    default: /
-  run_id:
-    description: Identifier of the fix run; names the per-run backup directory under C(/var/lib/pvetune/runs/).
-    type: str
   ensure:
     description:
       - Arguments that must be on the command line exactly once, as C(key) or C(key=value).
@@ -71,9 +61,29 @@ options:
         is written but not activated (reported in RV(skipped_commands)).
     type: bool
     default: true
-notes:
-  - Supports check mode and diff mode. In check mode nothing is written and only the read-only
-    C(proxmox-boot-tool status) may run.
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Nothing is written and only the read-only C(proxmox-boot-tool status) may run; RV(configured_args) and
+        RV(changes) are the plan.
+  diff_mode:
+    support: full
+    details:
+      - One diff per boot configuration file it edits (the drop-in, C(/etc/default/grub) or
+        C(/etc/kernel/cmdline)). The C(grub.cfg) that C(update-grub) regenerates is not diffed.
+  platform:
+    platforms: debian
+    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - pvetune
+  - pvetune.run_id
+seealso:
+  - module: pvetune_kernel
+    description: Pins the kernel series, in the same boot configuration.
+  - module: pvetune_rollback
+    description: Restores the boot configuration files this module changed.
 """
 
 EXAMPLES = r"""
@@ -152,11 +162,12 @@ changes:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import bootcfg, cmdlinefix
-from ansible.module_utils.pvetune.bootcfg import BootConfigError
-from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
-from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.core.runner import CommandUnavailable, Runner
+from ansible.module_utils.pvetune.concerns import bootargs_fix
+from ansible.module_utils.pvetune.core.changeset import ChangeSet
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.runner import RunFailed, Runner
+from ansible.module_utils.pvetune.formats import grub_edit
+from ansible.module_utils.pvetune.formats.kernel_cmdline import BootConfigError
 
 
 def main():
@@ -166,8 +177,8 @@ def main():
             "run_id": {"type": "str"},
             "ensure": {"type": "list", "elements": "str", "default": []},
             "remove": {"type": "list", "elements": "str", "default": []},
-            "loader": {"type": "str", "choices": list(cmdlinefix.LOADERS), "default": "auto"},
-            "dropin": {"type": "path", "default": bootcfg.DROPIN_PATH},
+            "loader": {"type": "str", "choices": list(bootargs_fix.LOADERS), "default": "auto"},
+            "dropin": {"type": "path", "default": grub_edit.DROPIN_PATH},
             "refresh": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
@@ -175,108 +186,17 @@ def main():
     p = module.params
     # Validate every option before anything is read for writing or run.
     try:
-        ensure, remove = cmdlinefix.validate_request(p["ensure"], p["remove"])
-        dropin = cmdlinefix.validate_dropin(p["dropin"])
+        ensure, remove = bootargs_fix.validate_request(p["ensure"], p["remove"])
+        dropin = bootargs_fix.validate_dropin(p["dropin"])
         fsroot = FsRoot(p["root"])
         changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=p["run_id"])
     except (BootConfigError, ValueError) as exc:
         module.fail_json(msg=str(exc))
-    runner = Runner(fsroot, module.run_command)
-    commands = []
-    skipped = []
-
     try:
-        info, record = cmdlinefix.detect(fsroot, runner, p["loader"])
-    except (FsError, CommandUnavailable) as exc:
-        module.fail_json(msg="boot loader detection failed: %s" % exc)
-    if record is not None:
-        commands.append(record)
-    loader = info["loader"]
-    managed = bool(info.get("managed_by_pbt"))
-    loader_ret = {"name": loader, "managed_by_pbt": managed, "rule": info.get("rule"),
-                  "reason": info.get("reason"), "notes": info.get("notes", [])}
-
-    try:
-        plan = cmdlinefix.plan_cmdline(fsroot, loader, ensure, remove, dropin)
-    except (BootConfigError, FsError) as exc:
-        module.fail_json(msg="cannot plan the %s kernel command line change: %s" % (loader, exc),
-                         loader=loader_ret, commands=commands)
-    for warning in plan["warnings"]:
-        module.warn(warning)
-
-    for path, old, new in plan["files"]:
-        if old is not None and changes.read(path) != old.encode("utf-8"):
-            module.fail_json(msg="%s is not valid UTF-8 (or changed while planning); not editing it" % path,
-                             loader=loader_ret, commands=commands)
-        changes.plan_file(path, new)
-
-    # A plain GRUB host whose grub.cfg does not carry the configured arguments needs update-grub too.
-    regenerate = False
-    if not changes.changed and loader == "grub" and not managed:
-        cfg = fsroot.read_text(bootcfg.GRUB_CFG) if fsroot.isfile(bootcfg.GRUB_CFG) else None
-        cfg_args = cmdlinefix.grub_cfg_args(cfg)
-        if cfg_args is not None and not cmdlinefix.satisfied(cfg_args, ensure, remove):
-            regenerate = True
-            module.warn("%s does not carry the configured kernel arguments (update-grub was not run after the "
-                        "last edit); regenerating it" % bootcfg.GRUB_CFG)
-
-    name, args = cmdlinefix.refresh_command(loader, managed)
-    shown = " ".join([name] + args)
-    activated = False
-    if changes.changed or regenerate:
-        if not p["refresh"]:
-            skipped.append({"command": shown, "reason": "refresh=false: configuration written, not activated"})
-        elif module.check_mode:
-            skipped.append({"command": shown, "reason": "check mode"})
-        else:
-            try:
-                changes.apply()
-            except (OSError, IOError, FsError, ChangeError) as exc:
-                restored = changes.restore_run()
-                module.fail_json(msg="writing the boot configuration failed: %s; restored: %s"
-                                     % (exc, ", ".join(restored) or "nothing had been written"),
-                                 changes=changes.summary(), loader=loader_ret, commands=commands)
-            try:
-                rc, out, err = runner.run(name, args)
-            except CommandUnavailable as exc:
-                if fsroot.live:
-                    restored = changes.restore_run()
-                    module.fail_json(msg="%s is needed to activate the boot configuration but %s; the boot "
-                                         "configuration was restored (%s)"
-                                         % (name, exc.reason, ", ".join(restored) or "no file had changed"),
-                                     changes=changes.summary(), loader=loader_ret, commands=commands)
-                skipped.append({"command": shown, "reason": exc.reason})
-            else:
-                commands.append(cmdlinefix.command_record([name] + args, rc, out, err))
-                if rc != 0:
-                    restored = changes.restore_run()
-                    detail = (err or out or "").strip().splitlines()
-                    module.fail_json(
-                        msg="%s failed (rc=%s)%s; the boot configuration was restored (%s), so the next boot "
-                            "uses the previous command line" % (shown, rc, ": " + detail[-1] if detail else "",
-                                                                ", ".join(restored) or "no file had changed"),
-                        changes=changes.summary(), loader=loader_ret, commands=commands, restored=restored)
-                activated = True
-
-    effective_text = fsroot.try_value("/proc/cmdline")
-    effective = bootcfg.split_cmdline(effective_text) if effective_text is not None else None
-    if effective is None:
-        module.warn("/proc/cmdline cannot be read; assuming a reboot is needed")
-    configured = plan["after"]
-    result = {
-        "changed": changes.changed or (regenerate and (activated or module.check_mode)),
-        "loader": loader_ret,
-        "configured_args": configured,
-        "configured_args_before": plan["before"],
-        "effective_args": effective,
-        "arg_changes": plan["arg_changes"],
-        "files": [path for path, _old, _new in plan["files"]],
-        "commands": commands,
-        "skipped_commands": skipped,
-        "regenerated": regenerate and (activated or module.check_mode),
-        "reboot_required": cmdlinefix.reboot_needed(configured, effective, ensure, remove),
-        "changes": changes.summary(),
-    }
+        result = bootargs_fix.run_cmdline_fix(fsroot, Runner(fsroot, module.run_command), changes, p,
+                                              module.check_mode, module.warn, ensure, remove, dropin)
+    except RunFailed as exc:
+        module.fail_json(**exc.fail_kwargs())
     if module._diff:
         result["diff"] = changes.diffs()
     module.exit_json(**result)

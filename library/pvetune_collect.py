@@ -21,14 +21,28 @@ description:
 version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
-options:
-  root:
-    description: Directory treated as C(/). Only C(/) runs commands; other roots copy the C(.pvetune/) files.
-    type: path
-    default: /
 notes:
-  - Supports check mode (the module never writes).
   - Run with become; PCI config space beyond 64 bytes and some sysfs files are readable by root only.
+  - With a root other than C(/) no command runs; the root's own C(.pvetune/) files (the C(ls -l) of the device
+    nodes and the command outputs of an earlier snapshot) are copied instead.
+attributes:
+  check_mode:
+    support: full
+    details: The module never writes on the host; in check mode the archive is still built and returned.
+  diff_mode:
+    support: none
+    details: Nothing is changed, so there is nothing to diff.
+  platform:
+    platforms: debian
+    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - pvetune
+seealso:
+  - module: pvetune_snapshot
+    description: Saves the archive on the controller and unpacks it for the audit.
+  - module: pvetune_facts
+    description: The audit whose read pass this module records.
 """
 
 EXAMPLES = r"""

@@ -36,13 +36,6 @@ version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
 options:
-  root:
-    description: Directory treated as C(/) for every read and write.
-    type: path
-    default: /
-  run_id:
-    description: Identifier of the fix run; names the per-run backup directory under C(/var/lib/pvetune/runs/).
-    type: str
   amd_pstate_mode:
     description:
       - amd_pstate driver mode to switch to at runtime. Omit to leave the mode alone.
@@ -65,11 +58,29 @@ options:
         RV(reboot_required) true.
     type: bool
     default: false
-notes:
-  - Supports check mode and diff mode. In check mode a pending mode switch is not performed, so the per-policy
-    values after it are predicted from the kernel's defaults (RV(predicted) is true).
-  - The diff and RV(changes) group the policies (one line per distinct change, for example
-    C(cpufreq:policy[0-127]:scaling_governor)); the manifest keeps one entry per policy file.
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Nothing is written. A pending mode switch is not performed, so the per-policy values after it are
+        predicted from the kernel's defaults (RV(predicted) is true).
+  diff_mode:
+    support: full
+    details:
+      - One diff of the runtime values. Like RV(changes) it groups the policies (one line per distinct change,
+        for example C(cpufreq:policy[0-127]:scaling_governor)); the manifest keeps one entry per policy file.
+  platform:
+    platforms: debian
+    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - pvetune
+  - pvetune.run_id
+seealso:
+  - module: pvetune_runtime
+    description: Installs the boot unit that re-applies these settings at every boot.
+  - module: pvetune_rollback
+    description: Puts the recorded original values back.
 """
 
 EXAMPLES = r"""
@@ -160,23 +171,7 @@ skipped_commands:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.cpufreq import (
-    CpufreqError,
-    apply_mode,
-    apply_policies,
-    drivers,
-    group_reasons,
-    group_runtime,
-    group_steps,
-    grouped_diff,
-    plan_mode,
-    plan_policies,
-    predict_after_switch,
-    read_state,
-    validate_config,
-)
-from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
-from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.concerns.cpufreq_fix import fix
 
 ARGUMENT_SPEC = {
     "root": {"type": "path", "default": "/"},
@@ -188,96 +183,13 @@ ARGUMENT_SPEC = {
 }
 
 
-def _summary(mode_changes, policy_changes, step=None):
-    """Grouped runtime changes; a mode switch that failed (and was written back) is not one."""
-    entries = list(policy_changes.runtime)
-    if step is None or step["action"] in ("switch", "switched"):
-        entries = list(mode_changes.runtime) + entries
-    return {"files": [], "runtime": group_runtime(entries)}, entries
-
-
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    params = module.params
-    try:
-        cfg = validate_config({k: params[k] for k in ("amd_pstate_mode", "governor", "epp")})
-        fsroot = FsRoot(params["root"])
-        mode_changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=params["run_id"])
-    except (CpufreqError, ValueError) as exc:
-        module.fail_json(msg=str(exc))
-    policy_changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=mode_changes.run_id)
-    messages = []
-    step = None
-
-    def fail(msg, **extra):
-        summary = _summary(mode_changes, policy_changes, step)[0]
-        module.fail_json(msg=msg, changes=summary, messages=messages, **extra)
-
-    try:
-        state = read_state(fsroot)
-        step = plan_mode(state, cfg["amd_pstate_mode"])
-        predicted = False
-        if step["action"] == "switch":
-            mode_changes.plan_runtime("amd_pstate:status", "/sys/devices/system/cpu/amd_pstate/status",
-                                      step["before"], step["after"])
-            if module.check_mode:
-                state = predict_after_switch(state, step["after"])
-                predicted = True
-                messages.append("check mode: amd_pstate mode %s -> %s is not performed; per-policy values after "
-                                "it are predicted" % (step["before"], step["after"]))
-            else:
-                mode_changes.apply()
-                apply_mode(fsroot, step)
-                state = read_state(fsroot)
-        if step["action"] == "switched":
-            messages.append("amd_pstate mode %s -> %s" % (step["before"], step["after"]))
-        elif step["action"] in ("failed", "unavailable"):
-            if params["require_runtime_mode"]:
-                fail(step["message"], amd_pstate=step, reboot_required=True)
-            messages.append(step["message"])
-            module.warn(step["message"])
-
-        plan = plan_policies(state, cfg["governor"], cfg["epp"])
-        if plan["errors"]:
-            fail("cpufreq settings not applied: %s" % "; ".join(plan["errors"][:8])
-                 + ("; ... (%d problems)" % len(plan["errors"]) if len(plan["errors"]) > 8 else ""),
-                 amd_pstate=step, errors=plan["errors"])
-        for pstep in plan["governor"] + plan["epp"]:
-            policy_changes.plan_runtime("cpufreq:%s:%s" % (pstep["policy"], pstep["attribute"]), pstep["path"],
-                                        pstep["before"], pstep["after"])
-        if not module.check_mode:
-            policy_changes.apply()
-            failures = apply_policies(fsroot, plan)
-            state = read_state(fsroot)
-            if failures:
-                fail("cpufreq: %d write(s) failed: %s" % (len(failures), "; ".join(failures[:8])),
-                     amd_pstate=step, failures=failures)
-    except (OSError, IOError, FsError, ChangeError) as exc:
-        fail("cpufreq: %s" % exc)
-
-    groups = group_steps(plan["governor"] + plan["epp"])
-    skipped = group_reasons(plan["skipped"])
-    epp_skipped = group_reasons(plan["epp_skipped"])
-    messages.extend("%s %s -> %s on policy %s" % (g["attribute"], g["before"], g["after"], g["policies"])
-                    for g in groups)
-    messages.extend("skipped policy %s: %s" % (s["policies"], s["reason"]) for s in skipped)
-    messages.extend("EPP not set on policy %s: %s" % (s["policies"], s["reason"]) for s in epp_skipped)
-    summary, entries = _summary(mode_changes, policy_changes, step)
-    result = {
-        "changed": bool(entries),
-        "amd_pstate": step,
-        "drivers": drivers(state),
-        "policies": groups,
-        "skipped_policies": skipped,
-        "epp_skipped": epp_skipped,
-        "messages": messages,
-        "predicted": predicted,
-        "reboot_required": bool(step["reboot_required"]),
-        "changes": summary,
-        "skipped_commands": [],
-    }
-    if module._diff:
-        result["diff"] = [grouped_diff(entries)] if entries else []
+    failed, result, warnings = fix(module.params, module.check_mode, module._diff)
+    for warning in warnings:
+        module.warn(warning)
+    if failed:
+        module.fail_json(**result)
     module.exit_json(**result)
 
 

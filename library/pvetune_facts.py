@@ -23,12 +23,6 @@ version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
 options:
-  root:
-    description:
-      - Directory that is treated as C(/) for every read.
-      - Use C(/) on a live host; a snapshot directory or a test tree otherwise.
-    type: path
-    default: /
   policy:
     description:
       - Overrides of the default policy, key by key (see docs/checks.md for keys and defaults).
@@ -53,12 +47,30 @@ options:
     type: bool
     default: false
 notes:
-  - Supports check mode; the module never writes, so check mode changes nothing in its behaviour.
   - Reading PCI config space beyond the first 64 bytes needs root; run with become on live hosts.
+  - Every check id with its severity, expected value, rationale and remediation, and every policy key with its
+    default, is listed in the project's docs/checks.md (generated from the catalogue and the policy).
+attributes:
+  check_mode:
+    support: full
+    details: The module never writes, so check mode changes nothing in its behaviour.
+  diff_mode:
+    support: none
+    details: Read-only; there is nothing to diff.
+  platform:
+    platforms: debian
+    details:
+      - Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
+      - With a snapshot as O(root) it runs on any POSIX machine with Python 3 (audit.yml audits snapshots on the
+        controller).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - pvetune
 seealso:
-  - name: pvetune check catalogue
-    description: Every check id, its severity, expected value, rationale and remediation.
-    link: https://example.invalid/pvetune/docs/checks.md
+  - module: pvetune_report
+    description: Writes the fleet reports (JSON, HTML, JUnit, text) from the results of this module.
+  - module: pvetune_collect
+    description: Captures everything this module reads into a snapshot that it can audit later.
 """
 
 EXAMPLES = r"""
@@ -152,11 +164,11 @@ facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.checks import evaluate, summarize
+from ansible.module_utils.pvetune.audit import evaluate, gather
 from ansible.module_utils.pvetune.core.catalogue import BY_ID
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.gather import gather
 from ansible.module_utils.pvetune.core.policy import PolicyError, merge_policy
+from ansible.module_utils.pvetune.core.result import summarize
 from ansible.module_utils.pvetune.core.runner import Runner
 
 

@@ -25,12 +25,6 @@ version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
 options:
-  root:
-    description:
-      - Directory treated as C(/). With a root other than C(/) the commands are only taken from
-        C(<root>/.pvetune/bin/) (test stand-ins); a target whose command is not there is skipped.
-    type: path
-    default: /
   ctids:
     description:
       - CT ids to check (integers or digit strings, 100-999999999); each must have a config on this node.
@@ -58,11 +52,28 @@ options:
     elements: raw
     default: []
 notes:
-  - Supports check mode, and runs the same read-only commands in it (C(nvidia-smi -L), C(pct status),
-    C(pct exec ... nvidia-smi -L), C(pct exec ... dd ... count=0)), so a check-mode run gates like a real one.
-    It never reports C(changed).
+  - With a root other than C(/) and no stand-in for a target's command, that target is skipped.
   - There is no per-command timeout; an nvidia-smi that hangs on a GPU in a bad state hangs the task
     (use the task keyword C(timeout)).
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Runs the same read-only commands as a real run (C(nvidia-smi -L), C(pct status),
+        C(pct exec ... nvidia-smi -L), C(pct exec ... dd ... count=0)), so a check-mode run gates like a real one.
+      - It never reports C(changed).
+  diff_mode:
+    support: none
+    details: Read-only; there is nothing to diff.
+  platform:
+    platforms: debian
+    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - pvetune
+seealso:
+  - module: pvetune_lxc_gpu
+    description: Regenerates the CT device entries whose failure this gate reports.
 """
 
 EXAMPLES = r"""
@@ -124,8 +135,8 @@ skipped_commands:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import lxcfix
 from ansible.module_utils.pvetune import gpu_health
+from ansible.module_utils.pvetune.concerns import lxcgpu_fix
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.core.runner import Runner
 
@@ -144,16 +155,16 @@ def main():
     )
     p = module.params
     try:
-        ctids = lxcfix.validate_ctids(p["ctids"])
-        pending = lxcfix.validate_ctids(p["pending_restart"])
+        ctids = lxcgpu_fix.validate_ctids(p["ctids"])
+        pending = lxcgpu_fix.validate_ctids(p["pending_restart"])
         fsroot = FsRoot(p["root"])
-    except (ValueError, lxcfix.LxcFixError) as exc:
+    except (ValueError, lxcgpu_fix.LxcFixError) as exc:
         module.fail_json(msg=str(exc))
     runner = Runner(fsroot, module.run_command)
     try:
         res = gpu_health.run_health(fsroot, runner, ctids, check_host_gpus=p["host"], check_cts=p["cts"],
                                 uvm_probe=p["uvm_probe"], pending_restart=pending)
-    except (lxcfix.LxcFixError, FsError) as exc:
+    except (lxcgpu_fix.LxcFixError, FsError) as exc:
         module.fail_json(msg=str(exc), changed=False)
     result = dict(changed=False, **res)
     if res["failed_targets"]:

@@ -21,13 +21,7 @@ version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
 options:
-  root:
-    description: Directory treated as C(/).
-    type: path
-    default: /
   run_id:
-    description: Identifier of the fix run that takes or releases the lock.
-    type: str
     required: true
   state:
     description: Take (V(present)) or release (V(absent)) the lock.
@@ -51,7 +45,27 @@ options:
     type: bool
     default: false
 notes:
-  - Supports check mode; in check mode a held lock is still reported (that is read-only) but nothing is written.
+  - O(run_id) names the run that takes or releases the lock.
+attributes:
+  check_mode:
+    support: partial
+    details:
+      - Nothing is written. A lock held by another run is still reported and fails the task, as in a real run.
+      - Taking the lock reports no change (RV(holder) is the lock that would be written); releasing a lock this
+        run holds reports the change.
+  diff_mode:
+    support: none
+    details: No diff; RV(holder) shows the lock.
+  platform:
+    platforms: debian
+    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - pvetune
+  - pvetune.run_id
+seealso:
+  - module: pvetune_preflight
+    description: Checks the run's inputs before the lock is taken and anything is changed.
 """
 
 EXAMPLES = r"""
@@ -73,23 +87,10 @@ holder:
   type: dict
 """
 
-import json
-import os
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.core.changeset import validate_run_id
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
-
-
-def read_holder(real):
-    try:
-        with open(real, "rb") as handle:
-            return json.loads(handle.read().decode("utf-8") or "{}")
-    except FileNotFoundError:
-        return None
-    except ValueError:
-        return {"run_id": "(unreadable lock file)", "taken_at": os.path.getmtime(real)}
+from ansible.module_utils.pvetune.core.lock import lock
 
 
 def main():
@@ -111,55 +112,11 @@ def main():
         fsroot = FsRoot(p["root"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-    if (not p["path"].startswith(("/run/", "/var/lock/", "/var/lib/pvetune/")) or ".." in p["path"].split("/")
-            or any(ord(c) < 32 or ord(c) == 127 for c in p["path"])):
-        module.fail_json(msg="path must be under /run, /var/lock or /var/lib/pvetune, got %r" % p["path"])
-    if len(p["owner"]) > 200 or any(c in p["owner"] for c in "\n\r\x00"):
-        module.fail_json(msg="owner must be one short line")
-    real = fsroot.path(p["path"])
-    holder = read_holder(real)
-    now = time.time()
-    if p["state"] == "absent":
-        if holder is None or holder.get("run_id") != p["run_id"]:
-            module.exit_json(changed=False, holder=holder or {},
-                             msg="not held by this run" if holder else "not held")
-        if not module.check_mode:
-            os.unlink(real)
-            try:
-                os.rmdir(os.path.dirname(real))  # pvetune's own lock directory, if nothing else is in it
-            except OSError:
-                pass
-        module.exit_json(changed=True, holder={})
-    if holder is not None:
-        if holder.get("run_id") == p["run_id"]:
-            module.exit_json(changed=False, holder=holder)
-        age = now - float(holder.get("taken_at") or 0)
-        stale = age > p["stale_after"]
-        if not (stale and p["break_stale"]):
-            module.fail_json(
-                msg="another pvetune fix run holds %s on this host: run %s by %s since %s (%d s ago)%s. Wait for it "
-                    "to finish; if it crashed, remove the file or rerun with pvetune_break_stale_lock=true once it "
-                    "is older than %d s." % (p["path"], holder.get("run_id"), holder.get("owner") or "unknown",
-                                             time.strftime("%Y-%m-%d %H:%M:%S UTC",
-                                                           time.gmtime(float(holder.get("taken_at") or 0))),
-                                             age, ", stale" if stale else "", p["stale_after"]),
-                holder=holder)
-    new = {"run_id": p["run_id"], "owner": p["owner"], "taken_at": now, "pid_note": "held across tasks, not a pid"}
-    if module.check_mode:
-        # Nothing is taken in check mode: say what would happen, report no change.
-        module.exit_json(changed=False, holder=new, msg="check mode: the lock would be taken")
-    directory = os.path.dirname(real)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    if holder is not None:  # breaking a stale lock
-        os.unlink(real)
-    try:
-        fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        module.fail_json(msg="another pvetune fix run took %s a moment ago: %s" % (p["path"], read_holder(real)))
-    with os.fdopen(fd, "w") as handle:
-        handle.write(json.dumps(new, sort_keys=True) + "\n")
-    module.exit_json(changed=True, holder=new)
+    failed, result = lock(fsroot, p["run_id"], p["state"], p["path"], p["owner"], p["stale_after"],
+                          p["break_stale"], module.check_mode)
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -34,16 +34,6 @@ version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
 options:
-  root:
-    description:
-      - Directory treated as C(/) for every read and write.
-      - With a root other than C(/), C(pct) is only taken from C(<root>/.pvetune/bin/) (test stand-ins);
-        without one the running state of the CTs is unknown and nothing is restarted.
-    type: path
-    default: /
-  run_id:
-    description: Identifier of the fix run; names the per-run backup directory under C(/var/lib/pvetune/runs/).
-    type: str
   ctids:
     description:
       - CT ids to regenerate (integers or digit strings, 100-999999999). Every id must have a config on this node.
@@ -81,9 +71,29 @@ options:
     type: bool
     default: true
 notes:
-  - Supports check mode (nothing is written, no lock taken, nothing restarted; C(pct status) still runs because it
-    only reads) and diff mode (the CT config diffs and, when it changes, the state file).
   - Never returns C(reboot_required=true); the host does not need a reboot for this fix.
+  - With a root other than C(/) and no C(pct) stand-in, the running state of the CTs is unknown and nothing is
+    restarted.
+attributes:
+  check_mode:
+    support: full
+    details: Nothing is written, no CT config lock is taken and nothing is restarted; C(pct status) still runs
+      because it only reads.
+  diff_mode:
+    support: full
+    details: The CT config diffs and, when it changes, the NVIDIA majors state file.
+  platform:
+    platforms: debian
+    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - pvetune
+  - pvetune.run_id
+seealso:
+  - module: pvetune_gpu_health
+    description: Checks afterwards that the GPUs answer inside the running CTs.
+  - module: pvetune_runtime
+    description: Installs the boot unit that regenerates the entries again at every boot.
 """
 
 EXAMPLES = r"""
@@ -200,10 +210,10 @@ skipped_commands:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import lxcfix
-from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
-from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.core.runner import CommandUnavailable, Runner
+from ansible.module_utils.pvetune.concerns import lxcgpu_fix
+from ansible.module_utils.pvetune.core.changeset import ChangeSet
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.runner import Runner
 
 
 def main():
@@ -219,121 +229,19 @@ def main():
         },
         supports_check_mode=True,
     )
-    p = module.params
     # Every option is checked before anything is read for writing or any command runs.
     try:
-        ctids = lxcfix.validate_ctids(p["ctids"])
-        cgroup_option = lxcfix.validate_cgroup_version(p["cgroup_version"])
-        if not 0 <= p["restart_timeout"] <= 3600:
-            raise ValueError("restart_timeout must be 0-3600 seconds")
-        fsroot = FsRoot(p["root"])
-        changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=p["run_id"])
+        opts = lxcgpu_fix.validate_options(module.params)
+        fsroot = FsRoot(module.params["root"])
+        changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=module.params["run_id"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-    runner = Runner(fsroot, module.run_command)
-    result = {"changed": False, "cts": [], "host_majors": {}, "known_majors": {}, "nodes_source": None,
-              "cgroup_version": None, "state_file": lxcfix.STATE_FILE, "state_changed": False,
-              "restart_required": [], "restarted": [], "refused": [], "reboot_required": False,
-              "changes": changes.summary(), "skipped_commands": []}
-
-    try:
-        host = lxcfix.read_host(fsroot)
-    except FsError as exc:
-        module.fail_json(msg="cannot read the NVIDIA device state: %s" % exc, **result)
-    result["host_majors"] = host["majors"]
-    result["nodes_source"] = host["nodes_source"]
-    state, state_error = lxcfix.load_state(fsroot)
-    if state_error:
-        module.fail_json(msg="%s; fix or remove it (it records which majors were NVIDIA's)" % state_error, **result)
-    known = lxcfix.known_majors(state)
-    result["known_majors"] = {str(k): v for k, v in sorted(known.items())}
-    cgroup_version = lxcfix.effective_cgroup_version(fsroot, cgroup_option)
-    result["cgroup_version"] = cgroup_version
-
-    locks = None if module.check_mode else lxcfix.CtLocks(fsroot)
-    try:
-        try:
-            _base, items = lxcfix.select_and_plan(fsroot, host, known, cgroup_version, ctids, changes, locks)
-        except (lxcfix.LxcFixError, FsError) as exc:
-            module.fail_json(msg=str(exc), **result)
-        try:
-            changes.apply()
-        except (OSError, IOError, FsError, ChangeError) as exc:
-            restored = changes.restore_run()
-            module.fail_json(msg="writing failed: %s; restored %s" % (exc, ", ".join(restored) or "nothing"),
-                             **result)
-    finally:
-        if locks is not None:
-            locks.release_all()
-
-    new_state, state_changed = lxcfix.updated_state(state, host["majors"], changes.run_id, "pvetune_lxc_gpu")
-    result["state_changed"] = state_changed
-    if state_changed and not module.check_mode:
-        try:
-            lxcfix.write_state(fsroot, new_state)
-        except (OSError, IOError, FsError) as exc:
-            module.fail_json(msg="cannot write %s: %s" % (lxcfix.STATE_FILE, exc), **result)
-
-    lxcfix.decide_restarts(fsroot, runner, items, host, cgroup_version, result["skipped_commands"])
-    restart_error = None
-    for item in items:
-        if not item["needs_restart"]:
-            continue
-        ct = item.get("_ct")
-        if restart_error or not p["restart"] or module.check_mode:
-            continue
-        if ct is not None and lxcfix.PENDING_SECTION in ct.sections:
-            item["messages"].append("not restarted: the CT has pending changes ([pve:pending]) that a restart "
-                                    "would apply too; restart it yourself")
-            continue
-        lock = lxcfix.main_value(ct, "lock") if ct is not None else None
-        if lock:
-            item["messages"].append("not restarted: the CT is locked (lock: %s)" % lock)
-            continue
-        try:
-            error = lxcfix.restart_ct(runner, item["ctid"], p["restart_timeout"])
-        except CommandUnavailable as exc:
-            result["skipped_commands"].append({"command": "pct reboot %d" % item["ctid"], "reason": exc.reason})
-            item["messages"].append("not restarted: %s" % exc.reason)
-            continue
-        if error:
-            item["status"] = lxcfix.RESTART_FAILED
-            item["reason"] = error
-            restart_error = "CT %d failed to restart: %s" % (item["ctid"], error)
-        else:
-            item["restarted"] = True
-            result["restarted"].append(item["ctid"])
-
-    result["cts"] = [lxcfix.public_item(i) for i in items]
-    result["restart_required"] = [i["ctid"] for i in items if i["needs_restart"] and not i["restarted"]]
-    result["refused"] = [i["ctid"] for i in items if i["status"] == lxcfix.REFUSED]
-    result["changes"] = changes.summary()
-    result["changed"] = bool(changes.changed or state_changed or result["restarted"])
-    if module._diff:
-        diffs = changes.diffs()
-        if state_changed:
-            diffs.append({"before_header": lxcfix.STATE_FILE, "after_header": lxcfix.STATE_FILE,
-                          "before": fsroot.read_text(lxcfix.STATE_FILE) if fsroot.exists(lxcfix.STATE_FILE) else "",
-                          "after": lxcfix.render_state(new_state).decode("utf-8")})
-        result["diff"] = diffs
-
-    if restart_error:
-        not_tried = [i["ctid"] for i in items if i["needs_restart"] and not i["restarted"]
-                     and i["status"] != lxcfix.RESTART_FAILED]
-        module.fail_json(msg="%s; restarts stopped there%s. The config changes stay applied (they are correct); "
-                             "start the CT by hand once the cause is fixed"
-                             % (restart_error, (" (not restarted: %s)" % ", ".join(str(c) for c in not_tried))
-                                if not_tried else ""), **result)
-    refused = [i for i in items if i["status"] == lxcfix.REFUSED]
-    if refused:
-        text = "; ".join("CT %d: %s" % (i["ctid"], i["reason"]) for i in refused)
-        if p["fail_on_refused"]:
-            module.fail_json(msg="refused to rewrite %s (the other CTs were handled)" % text, **result)
-        module.warn("left unchanged: %s" % text)
-    for item in items:
-        if item["needs_restart"] and not item["restarted"] and not module.check_mode:
-            module.warn("CT %d runs with outdated NVIDIA device rules; restart it (pct reboot %d) or set "
-                        "restart: true" % (item["ctid"], item["ctid"]))
+    result, error, warnings = lxcgpu_fix.run_fix(fsroot, Runner(fsroot, module.run_command), changes, opts,
+                                                 module.check_mode, module._diff)
+    for warning in warnings:
+        module.warn(warning)
+    if error:
+        module.fail_json(msg=error, **result)
     module.exit_json(**result)
 
 

@@ -27,13 +27,6 @@ version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
 options:
-  root:
-    description: Directory treated as C(/) for every read and write.
-    type: path
-    default: /
-  run_id:
-    description: Identifier of the fix run; names the per-run backup directory under C(/var/lib/pvetune/runs/).
-    type: str
   mrrs:
     description: Max Read Request Size in bytes.
     type: int
@@ -55,8 +48,25 @@ options:
         O(class_prefix), else the module fails before any write. Omitted or empty means every matching function.
     type: list
     elements: str
-notes:
-  - Supports check mode (per-function before and after, no command runs) and diff mode.
+attributes:
+  check_mode:
+    support: full
+    details: No command runs; RV(functions) gives each function's planned before and after value.
+  diff_mode:
+    support: full
+    details: One diff of the Device Control words (C(pcie:<bdf>:devctl)) before and after.
+  platform:
+    platforms: debian
+    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - pvetune
+  - pvetune.run_id
+seealso:
+  - module: pvetune_runtime
+    description: Installs the boot unit that sets MaxReadReq again at every boot.
+  - module: pvetune_rollback
+    description: Puts the original MaxReadReq back with a masked write.
 """
 
 EXAMPLES = r"""
@@ -103,19 +113,7 @@ skipped_commands:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
-from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.pciefix import (
-    MrrsError,
-    apply_step,
-    config_path,
-    plan,
-    runtime_key,
-    select_functions,
-    setpci_available,
-    validate_options,
-)
-from ansible.module_utils.pvetune.core.runner import CommandUnavailable, Runner
+from ansible.module_utils.pvetune.concerns.pcie_fix import fix
 
 ARGUMENT_SPEC = {
     "root": {"type": "path", "default": "/"},
@@ -129,73 +127,11 @@ ARGUMENT_SPEC = {
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    params = module.params
-    try:
-        opts = validate_options(params["mrrs"], params["vendor"], params["class_prefix"], params["bdfs"] or None)
-        fsroot = FsRoot(params["root"])
-        changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=params["run_id"])
-    except (MrrsError, ValueError) as exc:
-        module.fail_json(msg=str(exc))
-    runner = Runner(fsroot, module.run_command)
-    skipped_commands = []
-    try:
-        functions, errors = select_functions(fsroot, opts)
-    except (FsError, ValueError) as exc:
-        module.fail_json(msg="cannot list PCI functions: %s" % exc)
-    if errors:
-        module.fail_json(msg="MaxReadReq not set: %s" % "; ".join(errors), errors=errors)
-    steps = plan(functions, opts["mrrs"])
-    for step in steps:
-        changes.plan_runtime(runtime_key(step["bdf"]), config_path(step["bdf"]), step["devctl_before"],
-                             step["devctl_after"])
-    if not functions:
-        module.warn("no PCI function matches vendor %s and class prefix %s" % (opts["vendor"], opts["class_prefix"]))
-
-    todo = [s for s in steps if s["action"] == "set"]
-    if todo and not module.check_mode:
-        try:
-            exe = setpci_available(runner)
-        except CommandUnavailable as exc:
-            module.fail_json(msg=str(exc))
-        if exe is None and not fsroot.live:
-            reason = ("root is %s and setpci (pciutils) is not installed on the machine running the module; "
-                      "MaxReadReq left as it is" % fsroot.root)
-            skipped_commands.append({"command": "setpci", "reason": reason})
-            for step in todo:
-                step["result"] = "skipped"
-                step["message"] = reason
-            changes.runtime = []
-            todo = []
-        elif exe is None:
-            module.fail_json(msg="setpci (pciutils) is not installed on this host", functions=steps)
-    failures = []
-    if todo and not module.check_mode:
-        try:
-            changes.apply()
-            for step in todo:
-                apply_step(fsroot, runner, step)
-                if step["result"] == "failed":
-                    failures.append(step["message"])
-        except CommandUnavailable as exc:
-            failures.append(str(exc))
-        except (OSError, IOError, FsError, ChangeError) as exc:
-            failures.append("MaxReadReq: %s" % exc)
-    if failures:
-        # Report only what really changed.
-        done = {s["bdf"] for s in steps if s["result"] == "done"}
-        changes.runtime = [rt for rt in changes.runtime if rt["key"].split(":", 1)[1].rsplit(":", 1)[0] in done]
-        module.fail_json(msg="MaxReadReq: %d function(s) failed: %s" % (len(failures), "; ".join(failures)),
-                         functions=steps, changes=changes.summary(), skipped_commands=skipped_commands)
-    result = {
-        "changed": changes.changed,
-        "functions": steps,
-        "mrrs": opts["mrrs"],
-        "reboot_required": False,
-        "changes": changes.summary(),
-        "skipped_commands": skipped_commands,
-    }
-    if module._diff:
-        result["diff"] = changes.diffs()
+    failed, result, warnings = fix(module.params, module.check_mode, module._diff, module.run_command)
+    for warning in warnings:
+        module.warn(warning)
+    if failed:
+        module.fail_json(**result)
     module.exit_json(**result)
 
 

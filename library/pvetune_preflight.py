@@ -21,8 +21,6 @@ author:
   - pvetune contributors (@pvetune)
 options:
   run_id:
-    description: Identifier of the fix run (names backup directories, the lock and the records).
-    type: str
     required: true
   policy:
     description: The pvetune_policy overrides (see docs/checks.md).
@@ -42,12 +40,33 @@ options:
     description: auto, 1 or 2.
     type: str
     default: auto
-  root:
-    description: Directory treated as C(/) (see the fix modules).
-    type: path
-    default: /
+  legacy_reboot_ok:
+    description:
+      - The value of the deprecated playbook variable C(reboot_ok), when it is set (the rollout role passes it).
+      - Its only effect here is a deprecation warning (in the result's C(deprecations)); the role already
+        uses it as the default of C(pvetune_reboot_ok), which replaces it.
+      - Unset (null) when the run does not use the old name.
+    type: bool
+    version_added: "0.2.0"
 notes:
-  - Supports check mode (it never changes anything).
+  - O(root) is only validated, the way the fix modules validate it; nothing is read from it.
+attributes:
+  check_mode:
+    support: full
+    details: Reads, writes and runs nothing in any mode, so check mode changes nothing in its behaviour.
+  diff_mode:
+    support: none
+    details: Nothing is changed, so there is nothing to diff.
+  platform:
+    platforms: posix
+    details: Runs on the Proxmox VE host like the fix modules, but reads nothing from it.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - pvetune
+  - pvetune.run_id
+seealso:
+  - module: pvetune_lock
+    description: The per-host lock the fix run takes next.
 """
 
 EXAMPLES = r"""
@@ -72,7 +91,7 @@ ctids:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import lxcfix, pciefix
+from ansible.module_utils.pvetune.concerns import lxcgpu_fix, pcie_fix
 from ansible.module_utils.pvetune.core.changeset import validate_run_id
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import merge_policy
@@ -87,6 +106,7 @@ def main():
             "bdfs": {"type": "list", "elements": "raw", "default": []},
             "cgroup_version": {"type": "str", "default": "auto"},
             "root": {"type": "path", "default": "/"},
+            "legacy_reboot_ok": {"type": "bool"},
         },
         supports_check_mode=True,
     )
@@ -95,9 +115,9 @@ def main():
         ("run_id", lambda: validate_run_id(p["run_id"])),
         ("root", lambda: FsRoot(p["root"])),
         ("pvetune_policy", lambda: merge_policy(p["policy"])),
-        ("pvetune_lxc_ctids", lambda: lxcfix.validate_ctids(p["ctids"])),
-        ("pvetune_lxc_cgroup_version", lambda: lxcfix.validate_cgroup_version(p["cgroup_version"])),
-        ("pvetune_pcie_bdfs", lambda: pciefix.validate_options(bdfs=p["bdfs"] or None)),
+        ("pvetune_lxc_ctids", lambda: lxcgpu_fix.validate_ctids(p["ctids"])),
+        ("pvetune_lxc_cgroup_version", lambda: lxcgpu_fix.validate_cgroup_version(p["cgroup_version"])),
+        ("pvetune_pcie_bdfs", lambda: pcie_fix.validate_options(bdfs=p["bdfs"] or None)),
     )
     out = {}
     for what, check in checks:
@@ -105,6 +125,10 @@ def main():
             out[what] = check()
         except ValueError as exc:
             module.fail_json(msg="%s: %s; nothing was changed" % (what, exc))
+    if p["legacy_reboot_ok"] is not None:
+        module.deprecate("The variable reboot_ok is deprecated, use pvetune_reboot_ok (same meaning; "
+                         "pvetune_reboot_ok wins when both are set)",
+                         version="1.0.0", collection_name="pvetune.gpuhost")
     module.exit_json(changed=False, policy=out["pvetune_policy"], ctids=out["pvetune_lxc_ctids"])
 
 

@@ -54,8 +54,23 @@ options:
     description:
       - Name of the run directory, C(YYYYMMDDTHHMMSSZ). Defaults to the current UTC time.
     type: str
-notes:
-  - Supports check mode.
+attributes:
+  check_mode:
+    support: partial
+    details:
+      - Nothing is written; RV(report_dir) and RV(summary_text) are still returned.
+      - Reports no change, while a real run always writes a new run directory and reports a change.
+  diff_mode:
+    support: none
+    details: The reports are new files per run; there is no diff.
+  platform:
+    platforms: posix
+    details: The controller (C(delegate_to) C(localhost)), where the action plugin of the same name runs it.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+seealso:
+  - module: pvetune_facts
+    description: The audit whose registered results this module reports.
 """
 
 EXAMPLES = r"""

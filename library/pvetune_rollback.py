@@ -25,13 +25,6 @@ version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
 options:
-  root:
-    description: Directory treated as C(/).
-    type: path
-    default: /
-  run_id:
-    description: Identifier of this rollback run (names the backup of the current state).
-    type: str
   force:
     description: Restore and remove also files that changed since pvetune wrote them.
     type: bool
@@ -44,8 +37,27 @@ options:
     description: Run C(update-grub) / C(proxmox-boot-tool refresh) after restoring boot configuration files.
     type: bool
     default: true
-notes:
-  - Supports check mode and diff mode.
+attributes:
+  check_mode:
+    support: full
+    details: Nothing is written and no command runs; RV(restored), RV(removed) and RV(runtime) (result
+      C(would restore)) are the plan.
+  diff_mode:
+    support: partial
+    details: One diff per file restored or removed. Runtime values put back are listed in RV(runtime), not in the
+      diff.
+  platform:
+    platforms: debian
+    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - pvetune
+  - pvetune.run_id
+seealso:
+  - module: pvetune_cmdline
+    description: One of the fix modules whose changes are recorded in the manifest.
+  - module: pvetune_runtime
+    description: Installs the boot units this module removes.
 """
 
 EXAMPLES = r"""
@@ -91,92 +103,11 @@ skipped_commands:
   elements: dict
 """
 
-import os
-import shutil
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import cmdlinefix, pci, pciefix
 from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
-from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.rollback import RollbackError, plan_rollback, remaining_manifest
-from ansible.module_utils.pvetune.core.runner import CommandUnavailable, Runner
-
-
-def restore_runtime(module, fsroot, runner, manifest, keys, check_mode):
-    """Put runtime values back; returns (records, done keys)."""
-    records, done = [], []
-    for key in keys:
-        entry = manifest["runtime"][key]
-        original = entry.get("original")
-        if key.startswith("pcie:"):
-            bdf = key.split(":", 1)[1].rsplit(":", 1)[0]
-            rec = restore_devctl(fsroot, runner, bdf, original, check_mode)
-        else:
-            path = entry.get("path") or ""
-            if not path.startswith(("/sys/", "/proc/sys/")) or ".." in path.split("/"):
-                rec = {"key": key, "result": "failed", "message": "refusing to write %r" % path}
-            else:
-                current = fsroot.try_value(path)
-                rec = {"key": key, "before": current, "after": original}
-                if current is None:
-                    rec.update(result="skipped", message="%s does not exist now" % path)
-                elif current == original:
-                    rec.update(result="unchanged")
-                elif check_mode:
-                    rec.update(result="would restore")
-                else:
-                    try:
-                        with open(fsroot.path(path), "w") as handle:
-                            handle.write("%s\n" % original)
-                        rec.update(result="restored" if fsroot.try_value(path) == original else "failed")
-                    except (OSError, IOError) as exc:
-                        rec.update(result="failed", message=str(exc))
-        rec.setdefault("key", key)
-        records.append(rec)
-        if rec["result"] in ("restored", "unchanged", "skipped"):
-            done.append(key)
-    return records, done
-
-
-def restore_devctl(fsroot, runner, bdf, original, check_mode):
-    """MaxReadReq back to the original Device Control's bits 14:12 (masked write, never the whole word)."""
-    try:
-        pci.validate_bdf(bdf)
-        mrrs = pci.devctl_mrrs(int(str(original), 16))
-        fns = pci.list_functions(fsroot, bdfs=[bdf])
-        if not fns or fns[0].get("config") is None:
-            return {"result": "skipped", "message": "%s not present now" % bdf}
-        current = fns[0]["config"]["mrrs"]
-        rec = {"before": "MaxReadReq %s" % current, "after": "MaxReadReq %s" % mrrs}
-        if current == mrrs:
-            rec["result"] = "unchanged"
-            return rec
-        if check_mode:
-            rec["result"] = "would restore"
-            return rec
-        opts = pciefix.validate_options(mrrs=mrrs, vendor="0x%04x" % fns[0]["vendor_id"],
-                                        class_prefix="0x%06x" % fns[0]["class_code"], bdfs=[bdf])
-        functions, errors = pciefix.select_functions(fsroot, opts)
-        if errors or not functions:
-            rec.update(result="failed", message="; ".join(errors) or "%s not selectable" % bdf)
-            return rec
-        for step in pciefix.plan(functions, mrrs):
-            pciefix.apply_step(fsroot, runner, step)
-            rec["result"] = "restored" if step.get("result") in ("done", "unchanged") else "failed"
-            if step.get("message"):
-                rec["message"] = step["message"]
-        return rec
-    except (ValueError, FsError, CommandUnavailable) as exc:
-        return {"result": "failed", "message": str(exc)}
-
-
-def remove_created_dirs(fsroot, dirs):
-    """Remove the directories pvetune created, deepest first, where they are empty now."""
-    for directory in sorted(dirs, key=lambda d: -d.count("/")):
-        try:
-            os.rmdir(fsroot.path(directory, follow_last=False))
-        except OSError:
-            pass  # not empty (someone else's files) or already gone
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.runner import Runner, RunFailed
+from ansible.module_utils.pvetune.rollback import run_rollback, runtime_failures
 
 
 def main():
@@ -197,77 +128,17 @@ def main():
         manifest = changes.load_manifest()
     except (ValueError, ChangeError) as exc:
         module.fail_json(msg=str(exc))
-    result = {"changed": False, "restored": [], "removed": [], "conflicts": [], "runtime": [],
-              "reboot_required": False, "commands": [], "skipped_commands": []}
-    if not manifest["files"] and not manifest["runtime"]:
-        module.exit_json(msg="nothing to roll back: %s has no manifest entries" % changes.state_dir, **result)
     try:
-        plan = plan_rollback(changes, manifest, force=p["force"])
-    except (RollbackError, ChangeError, FsError) as exc:
-        module.fail_json(msg=str(exc), **result)
-    result.update(restored=plan["restored"], removed=plan["removed"], conflicts=plan["conflicts"])
-    if plan["conflicts"] and not p["force"]:
-        module.fail_json(msg="not rolling back: %d file(s) changed since pvetune wrote them: %s. Look at them, then "
-                             "rerun with force=true (pvetune_rollback_force=true) to restore the originals anyway."
-                         % (len(plan["conflicts"]), "; ".join("%s (%s)" % (c["path"], c["reason"])
-                                                              for c in plan["conflicts"])), **result)
-    runner = Runner(fsroot, module.run_command)
-    units_touched = any(path.startswith("/etc/systemd/system/") for path in plan["restored"] + plan["removed"])
-    if not module.check_mode:
-        try:
-            changes.apply()
-        except (OSError, IOError, FsError, ChangeError) as exc:
-            changes.restore_run()
-            module.fail_json(msg="rollback failed while writing (%s); the files were put back as they were" % exc,
-                             **result)
-        if plan["boot_files"] and p["refresh"]:
-            info, record = cmdlinefix.detect(fsroot, runner)
-            if record:
-                result["commands"].append(record)
-            name, args = cmdlinefix.refresh_command(info["loader"], info["managed_by_pbt"])
-            try:
-                rc, out, err = runner.run(name, args)
-                result["commands"].append(cmdlinefix.command_record([name] + args, rc, out, err))
-                if rc != 0:
-                    restored = changes.restore_run()
-                    what = " ".join([name] + args)
-                    detail = (err or out).strip()[-500:]
-                    msg = ("%s failed (rc=%s) after restoring the boot configuration; the files were put back as "
-                           "they were (%s): %s" % (what, rc, ", ".join(restored), detail))
-                    module.fail_json(msg=msg, **result)
-            except CommandUnavailable as exc:
-                result["skipped_commands"].append({"command": " ".join([name] + args), "reason": exc.reason})
-        if units_touched:
-            try:
-                rc, out, err = runner.run("systemctl", ["daemon-reload"])
-                result["commands"].append({"cmd": "systemctl daemon-reload", "rc": rc})
-            except CommandUnavailable as exc:
-                result["skipped_commands"].append({"command": "systemctl daemon-reload", "reason": exc.reason})
-    done_runtime = []
-    if p["runtime"]:
-        result["runtime"], done_runtime = restore_runtime(module, fsroot, runner, manifest, plan["runtime"],
-                                                          module.check_mode)
-    failed_runtime = [r for r in result["runtime"] if r["result"] == "failed"]
-    result["reboot_required"] = bool(plan["boot_files"])
-    runtime_changed = any(r["result"] in ("restored", "would restore") for r in result["runtime"])
-    result["changed"] = bool(changes.changed or runtime_changed)
-    if not module.check_mode:
-        remove_created_dirs(fsroot, manifest.get("dirs", []))
-        remaining = remaining_manifest(manifest, plan["done_paths"], done_runtime)
-        state = fsroot.path(changes.state_dir)
-        if not remaining["files"] and not remaining["runtime"]:
-            for name in ("manifest.json",):
-                if os.path.exists(os.path.join(state, name)):
-                    os.unlink(os.path.join(state, name))
-            shutil.rmtree(os.path.join(state, "originals"), ignore_errors=True)
-        else:
-            changes.save_manifest(remaining)
+        result = run_rollback(fsroot, Runner(fsroot, module.run_command), changes, manifest, p, module.check_mode)
+    except RunFailed as exc:
+        module.fail_json(**exc.fail_kwargs())
+    if "msg" in result:  # nothing to roll back
+        module.exit_json(**result)
     if module._diff:
         result["diff"] = changes.diffs()
-    if failed_runtime:
-        module.fail_json(msg="files rolled back, but %d runtime value(s) could not be restored: %s" % (
-            len(failed_runtime), "; ".join("%s: %s" % (r["key"], r.get("message", "")) for r in failed_runtime)),
-            **result)
+    failed = runtime_failures(result)
+    if failed:
+        module.fail_json(msg=failed, **result)
     module.exit_json(**result)
 
 

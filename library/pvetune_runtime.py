@@ -24,13 +24,6 @@ version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
 options:
-  root:
-    description: Directory treated as C(/).
-    type: path
-    default: /
-  run_id:
-    description: Identifier of the fix run (names the per-run backup directory).
-    type: str
   subcommands:
     description: Which boot-time re-applications to install.
     type: list
@@ -49,8 +42,23 @@ options:
     description: Enable the units (create the C(multi-user.target.wants) links).
     type: bool
     default: true
-notes:
-  - Supports check mode and diff mode.
+attributes:
+  check_mode:
+    support: full
+    details: Nothing is written and C(systemctl daemon-reload) does not run; RV(paths) and RV(changes) are the plan.
+  diff_mode:
+    support: full
+    details: One diff per file it installs or changes (library, helper, settings, units, enable links).
+  platform:
+    platforms: debian
+    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - pvetune
+  - pvetune.run_id
+seealso:
+  - module: pvetune_rollback
+    description: Removes everything this module installed.
 """
 
 EXAMPLES = r"""
@@ -84,21 +92,22 @@ skipped_commands:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import bootunits
+
+# The runtime library is read from this module's own payload: importing the boot helper here makes
+# Ansible ship it and everything it imports with the module.
+from ansible.module_utils.pvetune import (
+    boothelper,  # noqa: F401  pylint: disable=unused-import
+    bootunits,
+)
+from ansible.module_utils.pvetune.concerns import cpufreq_fix, lxcgpu_boot, lxcgpu_fix, pcie_fix
 from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.core.runner import CommandUnavailable, Runner
 
-# The runtime library is read from this module's own payload: importing the boot helper here makes
-# Ansible ship it and everything it imports with the module.
-from ansible.module_utils.pvetune import boothelper  # noqa: F401  pylint: disable=unused-import
-from ansible.module_utils.pvetune import cpufreq, lxcfix, pciefix
-
-
 VALIDATORS = {
-    "cpufreq": cpufreq.validate_config,
-    "pcie-mrrs": pciefix.validate_config,
-    "lxc-gpu": lxcfix.validate_boot_config,
+    "cpufreq": cpufreq_fix.validate_config,
+    "pcie-mrrs": pcie_fix.validate_config,
+    "lxc-gpu": lxcgpu_boot.validate_boot_config,
 }
 
 
@@ -109,7 +118,7 @@ def validate_configs(configs, subcommands):
         conf = configs.get(sub)
         try:
             VALIDATORS[sub](conf)
-        except (ValueError, TypeError, lxcfix.LxcFixError) as exc:
+        except (ValueError, TypeError, lxcgpu_fix.LxcFixError) as exc:
             raise ValueError("configs.%s: %s" % (sub, exc))
         out[sub] = conf
     return out
@@ -131,9 +140,14 @@ def main():
         fsroot = FsRoot(p["root"])
         changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=p["run_id"])
         configs = validate_configs(p["configs"], p["subcommands"])
+        # The files are the truth: the plan rewrites whatever differs; the manifest only says what was installed.
+        drift = bootunits.manifest_drift(changes.read)
         paths = bootunits.plan_install(changes, p["subcommands"], configs, enable=p["enable"])
     except (ValueError, IOError, OSError, FsError, ChangeError) as exc:
         module.fail_json(msg=str(exc))
+    if drift:
+        module.warn("%s lists files that changed on the host since they were installed; re-installing: %s"
+                    % (bootunits.MANIFEST, ", ".join(drift)))
     skipped = []
     units_changed = any(f["path"].startswith(bootunits.UNIT_DIR) for f in changes.files)
     if not module.check_mode:

@@ -35,8 +35,25 @@ options:
   extract_dir:
     description: Directory to unpack into (replaced if it exists). Defaults to O(dest) without C(.tar.gz).
     type: path
-notes:
-  - Supports check mode.
+attributes:
+  check_mode:
+    support: partial
+    details:
+      - Nothing is written or unpacked (RV(members) is 0).
+      - Reports no change, while a real run always writes the archive and reports a change.
+  diff_mode:
+    support: none
+    details: The archive is binary; there is no diff.
+  platform:
+    platforms: posix
+    details: The controller (C(delegate_to) C(localhost)).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+seealso:
+  - module: pvetune_collect
+    description: Captures the archive this module saves.
+  - module: pvetune_facts
+    description: Audits the unpacked snapshot when its root option points there.
 """
 
 EXAMPLES = r"""

@@ -20,10 +20,6 @@ version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
 options:
-  root:
-    description: Directory treated as C(/) for every read and write.
-    type: path
-    default: /
   settings:
     description:
       - Sysctl keys (dotted, for example C(kernel.numa_balancing)) and their values.
@@ -42,11 +38,23 @@ options:
     description: Write the drop-in.
     type: bool
     default: true
-  run_id:
-    description: Identifier of the fix run; names the per-run backup directory under C(/var/lib/pvetune/runs/).
-    type: str
-notes:
-  - Supports check mode and diff mode.
+attributes:
+  check_mode:
+    support: full
+    details: Nothing is written; RV(runtime) and RV(changes) are the plan.
+  diff_mode:
+    support: full
+    details: The drop-in's diff and one diff of the runtime values.
+  platform:
+    platforms: debian
+    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - pvetune
+  - pvetune.run_id
+seealso:
+  - module: pvetune_rollback
+    description: Removes the drop-in and puts the original runtime values back.
 """
 
 EXAMPLES = r"""
@@ -76,36 +84,8 @@ changes:
   type: dict
 """
 
-import re
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
-from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.hostinfo import read_sysctl_persisted, render_sysctl_dropin, sysctl_path
-
-# \Z, not $: "$" also matches before a trailing newline ("kernel.numa_balancing\n" would pass).
-KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_-]+)+\Z")
-VALUE = re.compile(r"^[A-Za-z0-9 ._:/-]{1,64}\Z")
-SYSCTL_FILE = re.compile(r"^/etc/sysctl\.d/[A-Za-z0-9_.-]+\.conf$")
-
-
-def validate(module):
-    settings = {}
-    for key, value in module.params["settings"].items():
-        if isinstance(value, bool):
-            value = int(value)
-        value = str(value).strip()
-        if not KEY.match(key):
-            module.fail_json(msg="settings: %r is not a sysctl key" % key)
-        if not VALUE.match(value) or (value.startswith("-") and not value[1:2].isdigit()) or ".." in value:
-            module.fail_json(msg="settings: value %r of %s is not a plain sysctl value (%s, no leading '-' except "
-                                 "a negative number, no '..')" % (value[:40], key, VALUE.pattern))
-        settings[key] = value
-    if not settings:
-        module.fail_json(msg="settings must not be empty")
-    if not SYSCTL_FILE.match(module.params["file"]):
-        module.fail_json(msg="file must be /etc/sysctl.d/<name>.conf, got %r" % module.params["file"])
-    return settings
+from ansible.module_utils.pvetune.concerns.numa import fix_sysctl
 
 
 def main():
@@ -120,53 +100,10 @@ def main():
         ),
         supports_check_mode=True,
     )
-    settings = validate(module)
     try:
-        fsroot = FsRoot(module.params["root"])
-        changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=module.params["run_id"])
+        result = fix_sysctl(module.params, module.check_mode, module._diff)
     except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    runtime = {}
-    for key, value in sorted(settings.items()):
-        path = sysctl_path(key)
-        current = fsroot.try_value(path)
-        if current is None:
-            module.fail_json(msg="%s does not exist: the running kernel has no sysctl %s" % (path, key))
-        if not VALUE.match(current):
-            module.fail_json(msg="%s holds %r, which is not a sysctl value; not changing it (is this procfs?)"
-                                 % (path, current[:40]))
-        runtime[key] = {"before": current, "after": value if module.params["runtime"] else current}
-        if module.params["runtime"]:
-            changes.plan_runtime("sysctl:" + key, path, current, value)
-    if module.params["persist"]:
-        changes.plan_file(module.params["file"], render_sysctl_dropin(settings))
-    # Would a later sysctl.d file override ours at boot?
-    overridden = []
-    if module.params["persist"]:
-        effective = read_sysctl_persisted(changes.planned_view(), list(settings))
-        for key, value in settings.items():
-            eff = effective["values"].get(key)
-            if eff is None or eff["value"] != value:
-                where = "%s:%s sets %s" % (eff["file"], eff["line"], eff["value"]) if eff else "nothing sets it"
-                overridden.append("%s: %s" % (key, where))
-        if overridden:
-            module.fail_json(msg="a later sysctl file overrides pvetune's drop-in at boot: %s; fix that file or "
-                                 "choose a later drop-in name (option file)" % "; ".join(overridden))
-    if not module.check_mode:
-        try:
-            changes.apply()
-            for rt in changes.runtime:
-                with open(fsroot.path(rt["path"]), "w") as handle:
-                    handle.write(rt["after"] + "\n")
-                now = fsroot.read_value(rt["path"])
-                if now != rt["after"]:
-                    module.fail_json(msg="%s still reads %s after writing %s" % (rt["path"], now, rt["after"]))
-        except (OSError, IOError, FsError, ChangeError) as exc:
-            module.fail_json(msg="writing failed: %s" % exc, changes=changes.summary())
-    result = {"changed": changes.changed, "runtime": runtime, "file": module.params["file"],
-              "reboot_required": False, "changes": changes.summary()}
-    if module._diff:
-        result["diff"] = changes.diffs()
+        module.fail_json(msg=str(exc), **getattr(exc, "extra", {}))
     module.exit_json(**result)
 
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Run `ansible-test sanity` on pvetune's modules and module_utils.
 #
-# ansible-test only works on a collection, so this lays the project's library/
-# and module_utils/ out as the collection pvetune.gpuhost under build/ (imports
-# rewritten from ansible.module_utils.pvetune to the collection path, the way
-# linux-system-roles converts roles to collections) and runs ansible-test there.
+# ansible-test only works on a collection, so this lays the project's library/,
+# module_utils/ and doc_fragments/ out as the collection pvetune.gpuhost under
+# build/ (imports rewritten from ansible.module_utils.pvetune to the collection
+# path, the way linux-system-roles converts roles to collections; the doc
+# fragment and sibling-module names in the module docs rewritten to their FQCN)
+# and runs ansible-test there.
 # ansible-test wants to fetch get-pip from the network, which is unreachable
 # here: a local stand-in bootstraps pip with ensurepip instead.
 #
@@ -18,7 +20,7 @@ COLL="$TOP/build/ansible_collections/pvetune/gpuhost"
 PYVER="$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 
 rm -rf "$COLL"
-mkdir -p "$COLL/plugins/modules" "$COLL/plugins/module_utils" "$COLL/meta"
+mkdir -p "$COLL/plugins/modules" "$COLL/plugins/module_utils" "$COLL/plugins/doc_fragments" "$COLL/meta"
 cat > "$COLL/galaxy.yml" <<'YML'
 namespace: pvetune
 name: gpuhost
@@ -31,9 +33,19 @@ YML
 printf -- '---\nrequires_ansible: ">=2.19.0"\n' > "$COLL/meta/runtime.yml"
 echo "build artefact of scripts/ansible_test_sanity.sh" > "$COLL/README.md"
 rewrite='s/ansible\.module_utils\.pvetune/ansible_collections.pvetune.gpuhost.plugins.module_utils.pvetune/g'
-for f in "$TOP"/library/*.py; do sed "$rewrite" "$f" > "$COLL/plugins/modules/$(basename "$f")"; done
-mkdir -p "$COLL/plugins/module_utils/pvetune"
-for f in "$TOP"/module_utils/pvetune/*.py; do sed "$rewrite" "$f" > "$COLL/plugins/module_utils/pvetune/$(basename "$f")"; done
+# In the project the doc fragment is `pvetune` (ansible.cfg: doc_fragment_plugins) and a sibling module is
+# `pvetune_<name>` (library/); in the collection both need their FQCN, which validate-modules insists on.
+docnames='/^extends_documentation_fragment:/,/^[^ -]/ s/^(  - )pvetune(\.[a-z_]+)?$/\1pvetune.gpuhost.pvetune\2/
+/^seealso:/,/^[^ -]/ s/^(  - module: )(pvetune_[a-z_]+)$/\1pvetune.gpuhost.\2/'
+for f in "$TOP"/library/*.py; do
+  sed -E -e "$rewrite" -e "$docnames" "$f" > "$COLL/plugins/modules/$(basename "$f")"
+done
+for f in "$TOP"/doc_fragments/*.py; do sed "$rewrite" "$f" > "$COLL/plugins/doc_fragments/$(basename "$f")"; done
+# module_utils/pvetune has sub-packages (core/, formats/, concerns/): copy the whole tree.
+(cd "$TOP/module_utils" && find pvetune -name '*.py') | while read -r rel; do
+  mkdir -p "$COLL/plugins/module_utils/$(dirname "$rel")"
+  sed "$rewrite" "$TOP/module_utils/$rel" > "$COLL/plugins/module_utils/$rel"
+done
 if [[ -d "$TOP/tests/sanity" ]]; then mkdir -p "$COLL/tests/sanity"; cp "$TOP"/tests/sanity/*.txt "$COLL/tests/sanity/"; fi
 
 # get-pip stand-in (ansible-test caches it under this name; the real one comes from an unreachable host).

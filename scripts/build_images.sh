@@ -19,8 +19,8 @@
 # The recipe hash covers this script (package list and image customisation included), the release,
 # the mirror and the debootstrap version: editing this file rebuilds both images (~1-2 min).
 #
-# Environment: PVETUNE_DEBIAN_MIRROR (default http://deb.debian.org/debian), PVETUNE_IMAGE_CACHE,
-# PVETUNE_IMAGE_PARALLEL=0 (one debootstrap at a time), PVETUNE_IMAGE_TMPFS=0 (build on disk).
+# Environment: PVETUNE_DEBIAN_MIRROR (default: this machine's Debian archive, scripts/apt_mirror.sh),
+# PVETUNE_IMAGE_CACHE, PVETUNE_IMAGE_PARALLEL=0 (one debootstrap at a time), PVETUNE_IMAGE_TMPFS=0 (on disk).
 #
 # Runs as root (CI: root on a fresh clone after `scripts/bootstrap.sh containers`).
 # Uses scripts/containers.conf through CONTAINERS_CONF; nothing under /etc is changed.
@@ -32,7 +32,7 @@ export CONTAINERS_CONF="${CONTAINERS_CONF:-$TOP/scripts/containers.conf}"
 export PATH="/usr/local/sbin:/usr/sbin:/sbin:$PATH"
 export LC_ALL=C.UTF-8
 
-MIRROR="${PVETUNE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+MIRROR="$("$TOP/scripts/apt_mirror.sh")"  # PVETUNE_DEBIAN_MIRROR, else this machine's apt sources
 CACHE="${PVETUNE_IMAGE_CACHE:-$TOP/.cache/images}"
 IMAGE_REPO="localhost/pvetune-host"
 LABEL="org.pvetune.recipe"

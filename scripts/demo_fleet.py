@@ -4,8 +4,7 @@
 Three Proxmox VE hosts with 2x AMD EPYC 9335 (128 CPUs) and 8 NVIDIA RTX PRO
 6000 Blackwell Server Edition GPUs, laid out exactly like the real files:
 sysfs directories and symlinks, binary PCI config spaces with real capability
-chains (module_utils/pvetune/pci.py build_config), /proc files, /etc files and
-Proxmox CT configs.
+chains (build_config), /proc files, /etc files and Proxmox CT configs.
 
   pve-gpu01  the reference case before the fix (acpi-cpufreq, deep C-states,
              numa_balancing=1, kernel 6.8.12, MaxReadReq 512, GRUB without the
@@ -14,8 +13,16 @@ Proxmox CT configs.
   pve-gpu03  half done: boot args and kernel pin configured but not rebooted,
              amd-pstate in passive mode
 
+What the fix leaves on pve-gpu02 (units, settings, sysctl drop-in, state) is
+written here literally, not by pvetune's renderers (tests/unit/test_demo_expected.py
+compares the two).  Its installed runtime library is recorded, not copied:
+/usr/local/lib/pvetune/MANIFEST.json (sha256 of every file, from the real
+installer) and the helper stub are committed, the library's .py files are not;
+scripts/scratch_host.py installs them into scratch copies.
+
 The trees are committed; `demo_fleet.py --check` regenerates them into a
-temporary directory and fails if anything differs (tests run it).
+temporary directory and fails if anything differs (tests run it).  The
+manifest changes with module_utils/pvetune: regenerate and commit it.
 
 Usage: scripts/demo_fleet.py [--out DIR] [--check] [--hosts a,b]
 """
@@ -32,11 +39,10 @@ import tempfile
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 import conftest  # noqa: E402,F401  (makes ansible.module_utils.pvetune importable)
-
-from ansible.module_utils.pvetune import bootunits, hostinfo, lxcfix  # noqa: E402
+from ansible.module_utils.pvetune import bootunits  # noqa: E402
 from ansible.module_utils.pvetune.core.changeset import ChangeSet  # noqa: E402
 from ansible.module_utils.pvetune.core.fsroot import FsRoot  # noqa: E402
-from ansible.module_utils.pvetune.pci import build_config  # noqa: E402
+from pcibuild import build_config  # noqa: E402
 
 DEFAULT_OUT = os.path.join(TOP, "demo", "snapshots")
 COLLECTED_AT = "2026-11-20T09:30:00Z"
@@ -546,32 +552,183 @@ def ct_config_devn(ctid, hostname):
     ]) + "\n"
 
 
-# What fix.yml's boot.yml passes to pvetune_runtime with the demo policy (roles/pvetune_fix/tasks/boot.yml).
-FIXED_RUNTIME_CONFIGS = {
-    "cpufreq": {"amd_pstate_mode": "active", "governor": "performance", "epp": "performance"},
-    "pcie-mrrs": {"mrrs": 4096, "vendor": "0x10de", "class_prefix": "0x03", "bdfs": []},
-    "lxc-gpu": {"ctids": [], "cgroup_version": "auto", "wait_seconds": 60},
+# -- what the fix leaves (pve-gpu02; the sysctl drop-in also on pve-gpu03) -----------------------
+# Written out by hand as an operator would, NOT by pvetune's renderers: the tests that compare a fix
+# run with pve-gpu02 must be able to fail.  tests/unit/test_demo_expected.py holds these literals and
+# the real renderers together.  Only the runtime library is installed by the real installer
+# (bootunits.plan_install, write_runtime_library below): "installed" means what that installer writes.
+SYSCTL_DROPIN = """\
+# Managed by pvetune (fix.yml); rollback.yml removes this file.
+# Do not edit: changes are overwritten on the next fix run.
+kernel.numa_balancing = 0
+"""
+
+# What fix.yml's boot.yml passes to pvetune_runtime with the demo policy, as /etc/pvetune/<sub>.json.
+FIXED_CONFIGS = {
+    "/etc/pvetune/cpufreq.json": """\
+{
+  "amd_pstate_mode": "active",
+  "epp": "performance",
+  "governor": "performance"
 }
+""",
+    "/etc/pvetune/pcie-mrrs.json": """\
+{
+  "bdfs": [],
+  "class_prefix": "0x03",
+  "mrrs": 4096,
+  "vendor": "0x10de"
+}
+""",
+    "/etc/pvetune/lxc-gpu.json": """\
+{
+  "cgroup_version": "auto",
+  "ctids": [],
+  "wait_seconds": 60
+}
+""",
+}
+
+FIXED_UNITS = {
+    "pvetune-cpufreq.service": """\
+# Managed by pvetune (fix.yml); rollback.yml removes this unit.
+# Re-applies the amd_pstate mode, cpufreq governor and EPP from /etc/pvetune/cpufreq.json at boot
+# (runtime sysfs values do not survive a reboot), before the guests start.
+# cpufreq governors built as modules are loaded by systemd-modules-load; run after anything else
+# that sets governors (cpufrequtils, cpupower) so pvetune's values are the ones that stay.
+[Unit]
+Description=pvetune: amd_pstate mode, cpufreq governor and EPP
+Documentation=man:cpupower(1) https://docs.kernel.org/admin-guide/pm/amd-pstate.html
+After=systemd-modules-load.service cpufrequtils.service cpupower.service
+Before=pve-guests.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/pvetune-boot cpufreq
+
+[Install]
+WantedBy=multi-user.target
+""",
+    "pvetune-pcie-mrrs.service": """\
+# Managed by pvetune (fix.yml); rollback.yml removes this unit.
+# Re-applies the PCIe Max Read Request Size of the NVIDIA functions from /etc/pvetune/pcie-mrrs.json
+# at boot: Device Control resets to the firmware default on every boot (and on a function reset).
+# The NVIDIA driver is bound by udev coldplug / modules-load and its probe (and nvidia-persistenced
+# initialising the GPUs) may reconfigure the function: run after those, before any guest starts.
+# systemd-udev-settle is only ordered against (After=, no Wants=).
+[Unit]
+Description=pvetune: PCIe MaxReadReq of the NVIDIA GPUs
+Documentation=man:setpci(8)
+After=systemd-modules-load.service systemd-udev-trigger.service systemd-udev-settle.service
+After=nvidia-persistenced.service
+Before=pve-guests.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/pvetune-boot pcie-mrrs
+
+[Install]
+WantedBy=multi-user.target
+""",
+    "pvetune-lxc-gpu.service": """\
+# Managed by pvetune (fix.yml); rollback.yml removes this unit.
+# The nvidia-uvm (and nvidia-caps, ...) majors are assigned at module load and can differ after every
+# boot or driver update. This unit rewrites the NVIDIA allow lines of the GPU containers
+# (/etc/pvetune/lxc-gpu.json) for the majors of this boot, before pve-guests.service starts them.
+# It never starts, stops or restarts a container. /etc/pve (pmxcfs) must be mounted: Wants=, not
+# Requires=, so a pmxcfs failure makes this unit fail with that message instead of being skipped.
+[Unit]
+Description=pvetune: NVIDIA device entries of the GPU containers for this boot's majors
+Wants=pve-cluster.service
+After=pve-cluster.service systemd-modules-load.service nvidia-persistenced.service
+Before=pve-guests.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+# Load nvidia-uvm and create /dev/nvidia-uvm(-tools) if udev has not; '-': not fatal,
+# the helper waits for the nodes (wait_seconds in lxc-gpu.json) and says why.
+ExecStartPre=-/usr/bin/nvidia-modprobe -u -c0
+TimeoutStartSec=300
+ExecStart=/usr/local/sbin/pvetune-boot lxc-gpu
+
+[Install]
+WantedBy=multi-user.target
+""",
+}
+
+# /var/lib/pvetune/nvidia-majors.json after the fix run of FIX_RUN_ID (majors of pve-gpu02's boot).
 FIX_RUN_ID = "20261118T140000Z"
+STATE_FILE = "/var/lib/pvetune/nvidia-majors.json"
+STATE_TEMPLATE = """\
+{{
+  "current": {{
+    "nvidia": 195,
+    "nvidia-caps": {caps},
+    "nvidia-caps-imex-channels": 506,
+    "nvidia-nvlink": {nvlink},
+    "nvidia-uvm": {uvm}
+  }},
+  "history": [
+    {{
+      "at": "2026-11-18T14:00:00Z",
+      "majors": {{
+        "nvidia": 195,
+        "nvidia-caps": {caps},
+        "nvidia-caps-imex-channels": 506,
+        "nvidia-nvlink": {nvlink},
+        "nvidia-uvm": {uvm}
+      }},
+      "run_id": "{run_id}",
+      "source": "fix"
+    }}
+  ],
+  "names": {{
+    "195": "nvidia",
+    "506": "nvidia-caps-imex-channels",
+    "{nvlink}": "nvidia-nvlink",
+    "{caps}": "nvidia-caps",
+    "{uvm}": "nvidia-uvm"
+  }},
+  "nvidia_majors": [
+    195,
+    506,
+    {nvlink},
+    {caps},
+    {uvm}
+  ],
+  "version": 1
+}}
+"""
 
 
 def write_fixed_runtime(t):
-    """What pvetune_runtime installs (library, helper, settings, enabled units), as on a fixed host."""
+    """Settings, units and their multi-user.target.wants links, as fix.yml leaves them; then the runtime."""
+    for path, text in FIXED_CONFIGS.items():
+        t.write(path, text)
+    for name, text in FIXED_UNITS.items():
+        t.write("/etc/systemd/system/" + name, text)
+        t.link("/etc/systemd/system/multi-user.target.wants/" + name, "/etc/systemd/system/" + name)
+    write_runtime_library(t)
+
+
+def write_runtime_library(t):
+    """What the real installer writes for the runtime library, less the library's code: the helper stub
+    and MANIFEST.json (path, sha256, mode of every library file) are committed, the .py files are not
+    (scripts/scratch_host.py installs them into scratch copies with the same installer)."""
     plan = ChangeSet(FsRoot(t.root), check_mode=True, run_id=FIX_RUN_ID)
-    bootunits.plan_install(plan, list(bootunits.SUBCOMMANDS), FIXED_RUNTIME_CONFIGS)
+    bootunits.plan_install(plan, [], {})
     for item in plan.files:
-        if item.get("link") is not None:
-            t.link(item["path"], item["link"])
-        else:
-            t.write(item["path"], item["after"], item["mode"] or 0o644)
+        if item["path"].startswith(bootunits.LIB_DIR + "/") and item["path"] != bootunits.MANIFEST:
+            continue
+        t.write(item["path"], item["after"], item["mode"] or 0o644)
 
 
 def write_state_file(t, spec):
-    majors = {"nvidia": 195, "nvidia-uvm": spec["uvm_major"], "nvidia-caps": spec["caps_major"],
-              "nvidia-nvlink": spec["nvlink_major"], "nvidia-caps-imex-channels": 506}
-    state, _changed = lxcfix.updated_state(lxcfix.empty_state(), majors, FIX_RUN_ID, "fix",
-                                           now="2026-11-18T14:00:00Z")
-    t.write(lxcfix.STATE_FILE, lxcfix.render_state(state))
+    t.write(STATE_FILE, STATE_TEMPLATE.format(uvm=spec["uvm_major"], caps=spec["caps_major"],
+                                              nvlink=spec["nvlink_major"], run_id=FIX_RUN_ID))
 
 
 def write_host(t, host, spec):
@@ -629,7 +786,7 @@ def write_host(t, host, spec):
                 "System currently booted with uefi\n"
                 "8E4F-1C2A is configured with: uefi (versions: %s)\n" % ", ".join(sorted(spec["installed"])))
     if spec["sysctl_file"]:
-        t.write("/etc/sysctl.d/" + spec["sysctl_file"], hostinfo.render_sysctl_dropin({"kernel.numa_balancing": "0"}))
+        t.write("/etc/sysctl.d/" + spec["sysctl_file"], SYSCTL_DROPIN)
     t.write("/etc/sysctl.d/99-sysctl.conf", "# see /etc/sysctl.conf\n")
     t.write("/etc/sysctl.conf", "#kernel.domainname = example.com\n#net.ipv4.ip_forward=1\n")
     t.write("/usr/lib/sysctl.d/50-pid-max.conf", "kernel.pid_max = 4194304\n")
@@ -716,7 +873,13 @@ def main():
                 diffs += compare(os.path.join(args.out, host), os.path.join(tmp, host))
         for line in diffs[:50]:
             print(line)
-        print("demo fleet: %s" % ("up to date" if not diffs else "%d differences" % len(diffs)))
+        manifest = bootunits.MANIFEST.lstrip("/")
+        if any(line.endswith(manifest) for line in diffs):
+            print("%s: the runtime library pvetune_runtime installs (module_utils/pvetune) changed since the "
+                  "demo was generated. Regenerate with `.venv/bin/python scripts/demo_fleet.py` and commit "
+                  "demo/snapshots/pve-gpu02/%s with the module_utils change." % (manifest, manifest))
+        print("demo fleet: %s" % ("up to date" if not diffs else "%d differences: regenerate with "
+                                  "scripts/demo_fleet.py and commit demo/snapshots" % len(diffs)))
         return 1 if diffs else 0
     generate(args.out, hosts)
     print("demo fleet written to %s (%s)" % (args.out, ", ".join(hosts)))

@@ -5,7 +5,10 @@
 
 Copies demo/snapshots/<host> to DEST (symlinks kept) and installs the
 stand-in tools from tests/standins/ into DEST/.pvetune/bin, where the fix
-modules look for commands when their root is not "/".  Prints DEST.
+modules look for commands when their root is not "/".  A host the fix has
+run on (pve-gpu02: it has /usr/local/lib/pvetune/MANIFEST.json) gets the
+runtime library the demo tree does not commit, installed by pvetune's own
+installer.  Prints DEST.
 """
 import argparse
 import os
@@ -31,6 +34,36 @@ def install_standins(dest):
     return bindir
 
 
+RUNTIME_MANIFEST = "/usr/local/lib/pvetune/MANIFEST.json"  # bootunits.MANIFEST (checked by test_demo_expected)
+
+
+def install_runtime(dest):
+    """Install the runtime library and the boot helper into DEST with the real installer
+    (bootunits.plan_install, as pvetune_runtime runs it), not recorded for rollback: the tree stands for
+    a host an earlier fix run installed it on.  Returns the host paths written."""
+    import ansible.module_utils
+
+    module_utils = os.path.join(TOP, "module_utils")
+    if module_utils not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(module_utils)
+    from ansible.module_utils.pvetune import bootunits
+    from ansible.module_utils.pvetune.core.changeset import ChangeSet
+    from ansible.module_utils.pvetune.core.fsroot import FsRoot
+
+    plan = ChangeSet(FsRoot(dest), check_mode=True, run_id="scratch")
+    bootunits.plan_install(plan, [], {})
+    for item in plan.files:
+        real = os.path.join(dest, item["path"].lstrip("/"))
+        if item["remove"]:
+            os.unlink(real)
+            continue
+        os.makedirs(os.path.dirname(real), exist_ok=True)
+        with open(real, "wb") as handle:
+            handle.write(item["after"])
+        os.chmod(real, item["mode"] or 0o644)
+    return [item["path"] for item in plan.files]
+
+
 def make_scratch(host, dest, force=False):
     src = os.path.join(DEMO, host)
     if not os.path.isdir(src):
@@ -40,6 +73,8 @@ def make_scratch(host, dest, force=False):
             raise SystemExit("%s exists (use --force to replace it)" % dest)
         shutil.rmtree(dest)
     shutil.copytree(src, dest, symlinks=True)
+    if os.path.exists(os.path.join(dest, RUNTIME_MANIFEST.lstrip("/"))):
+        install_runtime(dest)
     install_standins(dest)
     write_apt_repo(dest)
     boot_containers(dest)

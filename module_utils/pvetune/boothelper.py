@@ -21,15 +21,15 @@ import os
 import subprocess
 import sys
 
-from ansible.module_utils.pvetune import cpufreq, lxcfix, pciefix
+from ansible.module_utils.pvetune.concerns import cpufreq_fix, lxcgpu_boot, pcie_fix
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.runner import Runner
 
 # Imported here, not by name at run time: the runtime installer ships this module and what it imports.
 SUBCOMMANDS = {
-    "cpufreq": cpufreq.boot_apply,
-    "pcie-mrrs": pciefix.boot_apply,
-    "lxc-gpu": lxcfix.boot_apply,
+    "cpufreq": cpufreq_fix.boot_apply,
+    "pcie-mrrs": pcie_fix.boot_apply,
+    "lxc-gpu": lxcgpu_boot.boot_apply,
 }
 
 

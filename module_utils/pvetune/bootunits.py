@@ -7,23 +7,37 @@
   from the running module's own payload (the code that runs at boot is exactly the
   code the modules ran), under /usr/local/lib/pvetune/ansible/module_utils/pvetune/;
 * /usr/local/sbin/pvetune-boot, a stub that runs boothelper.main() from that library;
+* /usr/local/lib/pvetune/MANIFEST.json: the tool version and, per file of the two above, its path,
+  sha256 and mode, written from the same plan as the files (``runtime_files``);
 * /etc/pvetune/<subcommand>.json, the settings the helper re-applies;
 * one oneshot unit per subcommand, ordered before pve-guests.service, enabled with
   the multi-user.target.wants link that `systemctl enable` would create.
 
-Everything is planned on a ChangeSet, so it is recorded in the manifest and
-rollback removes it again.  ``render_unit`` is also used by the demo generator.
+Everything is planned on a ChangeSet, so it is recorded in the change set's manifest and
+rollback removes it again (MANIFEST.json included: it is a file the install created).  The files on
+the host are the truth: each is compared with what this install ships and rewritten when it differs,
+whatever MANIFEST.json says, so a host whose manifest and files match needs no change and a host
+whose files were edited gets them back (``manifest_drift`` names them).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import json
 import pkgutil
+import posixpath
 import re
 
+from ansible.module_utils.pvetune.core.fsroot import FsError
+from ansible.module_utils.pvetune.report import TOOL_VERSION
+
 LIB_DIR = "/usr/local/lib/pvetune"
+PKG_DIR = LIB_DIR + "/ansible/module_utils/pvetune"
+NAMESPACE_INITS = (LIB_DIR + "/ansible/__init__.py", LIB_DIR + "/ansible/module_utils/__init__.py")
+MANIFEST = LIB_DIR + "/MANIFEST.json"
+MANIFEST_VERSION = 1
 HELPER = "/usr/local/sbin/pvetune-boot"
 UNIT_DIR = "/etc/systemd/system"
 WANTS_DIR = "/etc/systemd/system/multi-user.target.wants"
@@ -165,25 +179,83 @@ def render_config(config):
     return json.dumps(config, indent=2, sort_keys=True) + "\n"
 
 
+def runtime_files(lib_files=None):
+    """[(host path, bytes, mode)] of the runtime library, its namespace packages and the helper, by path:
+    what an install writes and MANIFEST.json lists."""
+    lib_files = lib_files if lib_files is not None else library_files()
+    out = [(PKG_DIR + "/" + name, data, 0o644) for name, data in lib_files.items()]
+    out += [(init, NAMESPACE_INIT.encode("utf-8"), 0o644) for init in NAMESPACE_INITS]
+    out.append((HELPER, HELPER_STUB.encode("utf-8"), 0o755))
+    return sorted(out)
+
+
+def render_manifest(files, version=TOOL_VERSION):
+    """MANIFEST.json for ``runtime_files()`` output."""
+    return json.dumps({
+        "tool": "pvetune", "version": version, "manifest_version": MANIFEST_VERSION,
+        "note": "Written by pvetune_runtime with the files it lists; rollback.yml removes them all.",
+        "files": [{"path": path, "sha256": hashlib.sha256(data).hexdigest(), "mode": "%04o" % mode}
+                  for path, data, mode in files],
+    }, indent=2, sort_keys=True) + "\n"
+
+
+def parse_manifest(data):
+    """{host path: sha256} from an installed MANIFEST.json (bytes or None); {} when absent or unusable.
+
+    Only paths an install can have written count: under LIB_DIR or the helper, normalised, so a damaged
+    manifest can never make the installer touch anything else."""
+    try:
+        doc = json.loads(data.decode("utf-8")) if data is not None else {}
+        entries = doc.get("files", []) if isinstance(doc, dict) else []
+        out = {}
+        for entry in entries:
+            path, digest = entry.get("path"), entry.get("sha256")
+            if (isinstance(path, str) and isinstance(digest, str) and path == posixpath.normpath(path)
+                    and (path == HELPER or path.startswith(LIB_DIR + "/")) and path != MANIFEST):
+                out[path] = digest
+        return out
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return {}
+
+
+def _sha256_of(read, path):
+    """sha256 of a host file, None when it is absent or not a readable file."""
+    try:
+        data = read(path)
+    except FsError:
+        return None
+    return hashlib.sha256(data).hexdigest() if data is not None else None
+
+
+def manifest_drift(read):
+    """Paths MANIFEST.json lists whose file on the host is missing or has other content (someone edited
+    the installed library); ``read(host path) -> bytes or None``."""
+    return sorted(p for p, digest in parse_manifest(read(MANIFEST)).items() if _sha256_of(read, p) != digest)
+
+
 def plan_install(changes, subcommands, configs, lib_files=None, enable=True):
-    """Plan every file for ``subcommands`` on a ChangeSet; returns the host paths involved."""
+    """Plan every file for ``subcommands`` on a ChangeSet; returns the host paths involved.
+
+    The runtime library and the helper are always planned (with no subcommands: only them), each file
+    against its current content, then MANIFEST.json from the same list.  A file the previous install's
+    manifest lists and this one does not ship (a module renamed since) is removed when nobody changed it."""
     unknown = [s for s in subcommands if s not in SUBCOMMANDS]
     if unknown:
         raise ValueError("unknown subcommand(s): %s" % ", ".join(unknown))
     missing = [s for s in subcommands if s not in configs]
     if missing:
         raise ValueError("no configuration for: %s" % ", ".join(missing))
+    files = runtime_files(lib_files)
     paths = []
-    lib_files = lib_files if lib_files is not None else library_files()
-    pkg_dir = LIB_DIR + "/ansible/module_utils/pvetune"
-    for name in sorted(lib_files):
-        paths.append(pkg_dir + "/" + name)
-        changes.plan_file(paths[-1], lib_files[name], mode=0o644)
-    for init in (LIB_DIR + "/ansible/__init__.py", LIB_DIR + "/ansible/module_utils/__init__.py"):
-        paths.append(init)
-        changes.plan_file(init, NAMESPACE_INIT, mode=0o644)
-    paths.append(HELPER)
-    changes.plan_file(HELPER, HELPER_STUB, mode=0o755)
+    for path, data, mode in files:
+        paths.append(path)
+        changes.plan_file(path, data, mode=mode)
+    shipped = set(paths)
+    for path, digest in sorted(parse_manifest(changes.read(MANIFEST)).items()):
+        if path not in shipped and _sha256_of(changes.read, path) == digest:
+            changes.plan_remove(path)
+    paths.append(MANIFEST)
+    changes.plan_file(MANIFEST, render_manifest(files), mode=0o644)
     for sub in subcommands:
         conf = "%s/%s.json" % (CONFIG_DIR, sub)
         unit = "%s/%s" % (UNIT_DIR, unit_name(sub))

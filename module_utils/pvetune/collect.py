@@ -27,6 +27,7 @@ import tarfile
 import time
 
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.formats import dev_nodes
 
 SNAPSHOT_FORMAT = 1
 MAX_FILE = 4 * 1024 * 1024
@@ -226,13 +227,12 @@ def format_ls(nodes):
 
 def collect(fsroot_root, runner_factory, hostname=None, now=None):
     """Gather through a recording root and pack what was read. Returns (bytes, info)."""
-    from ansible.module_utils.pvetune import gather as gather_mod
-    from ansible.module_utils.pvetune import lxcgpu
+    from ansible.module_utils.pvetune import audit
     from ansible.module_utils.pvetune.core.policy import merge_policy
 
     rec = RecordingRoot(fsroot_root)
     runner = runner_factory(rec)
-    facts = gather_mod.gather(rec, runner, merge_policy(None))
+    facts = audit.gather(rec, runner, merge_policy(None))
     packer = _Packer(rec)
     for path in sorted(rec.read_paths):
         packer.add_file(path)
@@ -244,7 +244,7 @@ def collect(fsroot_root, runner_factory, hostname=None, now=None):
         else:
             packer.add_probe(path)
     # /dev cannot travel as device nodes: describe them.
-    nodes, source = lxcgpu.stat_dev_nodes(rec)
+    nodes, source = dev_nodes.stat_dev_nodes(rec)
     if source == "stat" or not rec.live:
         if source == "stat":
             packer.add_generated("/.pvetune/dev_nvidia.ls", format_ls(nodes))

@@ -30,9 +30,10 @@ __metaclass__ = type
 
 import re
 
-from ansible.module_utils.pvetune import lxcfix, lxcgpu
+from ansible.module_utils.pvetune.concerns import lxcgpu, lxcgpu_fix, lxcgpu_pct, nvidia
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.runner import CommandUnavailable
+from ansible.module_utils.pvetune.formats import ct_config, dev_nodes
 
 OK = "ok"
 SKIP = "skip"
@@ -121,10 +122,10 @@ def check_host(runner, host_nodes):
 
 def check_ct(runner, ctid, ct, host_nodes, uvm_probe=True):
     target = _target("ct:%d" % ctid, ctid)
-    expected = len(lxcfix.gpu_nodes_of(ct, host_nodes))
+    expected = len(lxcgpu_fix.gpu_nodes_of(ct, host_nodes))
     target["expected_gpus"] = expected or None
     try:
-        status, error = lxcfix.ct_status(runner, ctid)
+        status, error = lxcgpu_pct.ct_status(runner, ctid)
     except CommandUnavailable as exc:
         target["checks"].append(_check("pct status", SKIP, "pct not run: %s" % exc.reason))
         return _finish(target)
@@ -148,7 +149,7 @@ def check_ct(runner, ctid, ct, host_nodes, uvm_probe=True):
             check["message"] += " (NVML 'Unknown Error': the CT's device cgroup denies an NVIDIA node)"
         target["checks"].append(check)
         target["gpus"] = gpus
-    if uvm_probe and lxcfix.uses_node(ct, lxcfix.UVM_NODE):
+    if uvm_probe and lxcgpu_fix.uses_node(ct, nvidia.UVM_NODE):
         rc, out, err = runner.run("pct", ["exec", str(ctid), "--"] + UVM_PROBE)
         output = _excerpt(out, err)
         if rc == 0:
@@ -185,27 +186,28 @@ def run_health(fsroot, runner, ctids=(), check_host_gpus=True, check_cts=True, u
     only for a requested CT without a config or an unreadable /etc/pve."""
     result = {"targets": [], "failed_targets": [], "summary": {OK: 0, SKIP: 0, FAIL: 0, PENDING: 0},
               "skipped_commands": []}
-    nodes, source = lxcgpu.stat_dev_nodes(fsroot)
-    host_nodes = None if source == lxcgpu.SOURCE_NONE else nodes
+    # Only the nodes: nvidia.read_state() would also require /proc/devices, which the health check does not use.
+    nodes, source = dev_nodes.stat_dev_nodes(fsroot)
+    host_nodes = None if source == dev_nodes.SOURCE_NONE else nodes
     if check_host_gpus:
         result["targets"].append(check_host(runner, host_nodes))
     if check_cts:
         cts = []
-        if ctids or fsroot.exists(lxcfix.LXC_LINK):
-            base = lxcfix.ct_config_dir(fsroot)
-            available = lxcfix.list_cts(fsroot, base)
+        if ctids or fsroot.exists(lxcgpu_fix.LXC_LINK):
+            base = lxcgpu_fix.ct_config_dir(fsroot)
+            available, _skipped = lxcgpu.list_cts(fsroot, base)   # no CT configs: nothing to check
             missing = [c for c in ctids if c not in available]
             if missing:
-                raise lxcfix.LxcFixError("no config for CT %s in %s" % (", ".join(str(c) for c in missing), base))
+                raise lxcgpu_fix.LxcFixError("no config for CT %s in %s" % (", ".join(str(c) for c in missing), base))
             for ctid in ctids or sorted(available):
                 try:
-                    ct = lxcgpu.parse_ct_config(fsroot.read_bytes(available[ctid]), available[ctid])
+                    ct = ct_config.parse_ct_config(fsroot.read_bytes(available[ctid]), available[ctid])
                 except FsError as exc:
                     target = _target("ct:%d" % ctid, ctid)
                     target["checks"].append(_check("config", FAIL, "cannot read %s: %s" % (exc.path, exc.reason)))
                     result["targets"].append(_finish(target))
                     continue
-                if ctids or lxcfix.passes_nvidia(ct):
+                if ctids or lxcgpu_fix.passes_nvidia(ct):
                     cts.append((ctid, ct))
         pct_missing = None
         for ctid, ct in cts:

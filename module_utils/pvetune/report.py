@@ -16,10 +16,11 @@ import html
 import json
 import os
 import re
-from xml.sax.saxutils import quoteattr as _quoteattr, escape as _xml_escape
+from xml.sax.saxutils import escape as _xml_escape
+from xml.sax.saxutils import quoteattr as _quoteattr
 
-from ansible.module_utils.pvetune.checks import SCHEMA_VERSION, SEVERITY_RANK
-from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
+from ansible.module_utils.pvetune.core.catalogue import CATALOGUE, SEVERITY_RANK
+from ansible.module_utils.pvetune.core.result import SCHEMA_VERSION
 
 TOOL_VERSION = "0.1.0"
 # XML 1.0 cannot carry most C0 control characters, not even as character references; messages and

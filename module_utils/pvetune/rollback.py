@@ -14,7 +14,8 @@ wrote last, and for every runtime value the original.  ``plan_rollback``:
 * lists the runtime values to put back, in a safe order: the amd_pstate mode,
   governors, EPP, sysctls, then PCIe Device Control (MaxReadReq).
 
-Nothing here writes; the module applies the plan.
+``plan_rollback`` writes nothing; ``run_rollback`` (pvetune_rollback's flow) applies the plan: the files,
+the boot loader refresh, the runtime values (``restore_runtime``) and the manifest.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,8 +23,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import shutil
 
-from ansible.module_utils.pvetune.core.changeset import sha256
+from ansible.module_utils.pvetune.concerns import bootargs_fix, pcie_fix
+from ansible.module_utils.pvetune.core.changeset import ChangeError, sha256
+from ansible.module_utils.pvetune.core.fsroot import FsError
+from ansible.module_utils.pvetune.core.runner import CommandUnavailable, RunFailed, run_or_restore
 
 BOOT_FILES_PREFIXES = ("/etc/default/grub", "/etc/kernel/cmdline", "/etc/kernel/proxmox-boot-pin",
                        "/etc/kernel/next-boot-pin")
@@ -128,3 +133,133 @@ def remaining_manifest(manifest, done_paths, done_runtime):
     files = {p: e for p, e in manifest.get("files", {}).items() if p not in set(done_paths)}
     runtime = {k: e for k, e in manifest.get("runtime", {}).items() if k not in set(done_runtime)}
     return dict(manifest, files=files, runtime=runtime, dirs=[] if not files else manifest.get("dirs", []))
+
+
+def restore_value(fsroot, key, entry, check_mode):
+    """Put one sysfs/procfs value (amd_pstate, cpufreq, sysctl) back to the manifest's original."""
+    original = entry.get("original")
+    path = entry.get("path") or ""
+    if not path.startswith(("/sys/", "/proc/sys/")) or ".." in path.split("/"):
+        return {"key": key, "result": "failed", "message": "refusing to write %r" % path}
+    current = fsroot.try_value(path)
+    rec = {"key": key, "before": current, "after": original}
+    if current is None:
+        rec.update(result="skipped", message="%s does not exist now" % path)
+    elif current == original:
+        rec.update(result="unchanged")
+    elif check_mode:
+        rec.update(result="would restore")
+    else:
+        try:
+            with open(fsroot.path(path), "w") as handle:
+                handle.write("%s\n" % original)
+            rec.update(result="restored" if fsroot.try_value(path) == original else "failed")
+        except (OSError, IOError) as exc:
+            rec.update(result="failed", message=str(exc))
+    return rec
+
+
+def restore_runtime(fsroot, runner, manifest, keys, check_mode):
+    """Put runtime values back; returns (records, done keys)."""
+    records, done = [], []
+    for key in keys:
+        entry = manifest["runtime"][key]
+        if key.startswith("pcie:"):
+            bdf = key.split(":", 1)[1].rsplit(":", 1)[0]
+            rec = pcie_fix.restore_devctl(fsroot, runner, bdf, entry.get("original"), check_mode)
+        else:
+            rec = restore_value(fsroot, key, entry, check_mode)
+        rec.setdefault("key", key)
+        records.append(rec)
+        if rec["result"] in ("restored", "unchanged", "skipped"):
+            done.append(key)
+    return records, done
+
+
+def remove_created_dirs(fsroot, dirs):
+    """Remove the directories pvetune created, deepest first, where they are empty now."""
+    for directory in sorted(dirs, key=lambda d: -d.count("/")):
+        try:
+            os.rmdir(fsroot.path(directory, follow_last=False))
+        except OSError:
+            pass  # not empty (someone else's files) or already gone
+
+
+def save_remaining(fsroot, changes, manifest, done_paths, done_runtime):
+    """Write the manifest of what is left, or remove the manifest and the originals when nothing is."""
+    remaining = remaining_manifest(manifest, done_paths, done_runtime)
+    state = fsroot.path(changes.state_dir)
+    if not remaining["files"] and not remaining["runtime"]:
+        if os.path.exists(os.path.join(state, "manifest.json")):
+            os.unlink(os.path.join(state, "manifest.json"))
+        shutil.rmtree(os.path.join(state, "originals"), ignore_errors=True)
+    else:
+        changes.save_manifest(remaining)
+
+
+def _apply_files(fsroot, runner, changes, plan, refresh, result):
+    """Write the planned files, refresh the boot loader, reload systemd; RunFailed with the files put back."""
+    try:
+        changes.apply()
+    except (OSError, IOError, FsError, ChangeError) as exc:
+        changes.restore_run()
+        raise RunFailed("rollback failed while writing (%s); the files were put back as they were" % exc, **result)
+    if plan["boot_files"] and refresh:
+        info, record = bootargs_fix.detect(fsroot, runner)
+        if record:
+            result["commands"].append(record)
+        name, args = bootargs_fix.refresh_command(info["loader"], info["managed_by_pbt"])
+        try:
+            run_or_restore(runner, changes, name, args, "the restored boot configuration was not activated, so "
+                           "the files were put back as they were (%s)", commands=result["commands"],
+                           skipped=result["skipped_commands"], required=False)
+        except RunFailed as exc:
+            raise RunFailed(exc.msg, **result)
+    if any(path.startswith("/etc/systemd/system/") for path in plan["restored"] + plan["removed"]):
+        try:
+            rc, _out, _err = runner.run("systemctl", ["daemon-reload"])
+            result["commands"].append({"cmd": "systemctl daemon-reload", "rc": rc})
+        except CommandUnavailable as exc:
+            result["skipped_commands"].append({"command": "systemctl daemon-reload", "reason": exc.reason})
+
+
+def run_rollback(fsroot, runner, changes, manifest, params, check_mode):
+    """pvetune_rollback's flow: plan, put the files back, refresh, restore runtime values, trim the manifest.
+
+    Returns the module result (without ``diff``); raises RunFailed (msg + result keys) on a failure.
+    """
+    result = {"changed": False, "restored": [], "removed": [], "conflicts": [], "runtime": [],
+              "reboot_required": False, "commands": [], "skipped_commands": []}
+    if not manifest["files"] and not manifest["runtime"]:
+        return dict(result, msg="nothing to roll back: %s has no manifest entries" % changes.state_dir)
+    try:
+        plan = plan_rollback(changes, manifest, force=params["force"])
+    except (RollbackError, ChangeError, FsError) as exc:
+        raise RunFailed(str(exc), **result)
+    result.update(restored=plan["restored"], removed=plan["removed"], conflicts=plan["conflicts"])
+    if plan["conflicts"] and not params["force"]:
+        raise RunFailed("not rolling back: %d file(s) changed since pvetune wrote them: %s. Look at them, then "
+                        "rerun with force=true (pvetune_rollback_force=true) to restore the originals anyway."
+                        % (len(plan["conflicts"]), "; ".join("%s (%s)" % (c["path"], c["reason"])
+                                                             for c in plan["conflicts"])), **result)
+    if not check_mode:
+        _apply_files(fsroot, runner, changes, plan, params["refresh"], result)
+    done_runtime = []
+    if params["runtime"]:
+        result["runtime"], done_runtime = restore_runtime(fsroot, runner, manifest, plan["runtime"], check_mode)
+    result["reboot_required"] = bool(plan["boot_files"])
+    runtime_changed = any(r["result"] in ("restored", "would restore") for r in result["runtime"])
+    result["changed"] = bool(changes.changed or runtime_changed)
+    if not check_mode:
+        remove_created_dirs(fsroot, manifest.get("dirs", []))
+        save_remaining(fsroot, changes, manifest, plan["done_paths"], done_runtime)
+    return result
+
+
+def runtime_failures(result):
+    """The message for runtime values that could not be restored, or None."""
+    failed = [r for r in result["runtime"] if r["result"] == "failed"]
+    if not failed:
+        return None
+    return "files rolled back, but %d runtime value(s) could not be restored: %s" % (
+        len(failed), "; ".join("%s: %s" % (r["key"], r.get("message", "")) for r in failed))

@@ -2,7 +2,6 @@
 import re
 
 import pytest
-
 from fleetlib import skipped
 
 CPUFREQ = "/sys/devices/system/cpu/cpufreq/policy*/"

@@ -2,7 +2,7 @@
 import re
 
 import pytest
-from ansible.module_utils.pvetune.lxcgpu import NVIDIA_MAJOR
+from ansible.module_utils.pvetune.formats.proc_devices import NVIDIA_MAJOR
 from fleetlib import proc_devices, skipped
 
 RULE = re.compile(r"^([abc])(?:\s+(\*|\d+):(\*|\d+)(?:\s+([rwm]+))?)?$")

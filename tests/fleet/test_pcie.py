@@ -2,7 +2,6 @@
 import shlex
 
 import pytest
-
 from fleetlib import skipped
 
 DEVICES = "/sys/bus/pci/devices/*/"

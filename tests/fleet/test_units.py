@@ -6,6 +6,27 @@ import pytest
 from ansible.module_utils.pvetune.bootunits import SUBCOMMANDS
 
 HELPER = "/usr/local/sbin/pvetune-boot"
+RUNTIME_MANIFEST = "/usr/local/lib/pvetune/MANIFEST.json"
+
+
+def test_runtime_library_matches_its_manifest(fleet):
+    """The helper runs the library the fix installed: every file MANIFEST.json lists is there, unchanged."""
+    doc = json.loads(fleet.read(RUNTIME_MANIFEST))
+    entries = doc.get("files") if isinstance(doc, dict) else None
+    assert isinstance(entries, list) and entries, "%s lists no files" % RUNTIME_MANIFEST
+    listed = {e["path"]: e["sha256"] for e in entries}
+    assert HELPER in listed and any(p.endswith("/boothelper.py") for p in listed), (
+        "%s does not list the helper and the boot helper module" % RUNTIME_MANIFEST)
+    paths = sorted(listed)
+    out = fleet.run("sha256sum -- " + " ".join(["%s"] * len(paths)), *[fleet.path(p) for p in paths])
+    found = {}
+    for line in out.stdout.splitlines():
+        digest, _, path = line.partition("  ")
+        found[path if fleet.live else "/" + path[len(fleet.root):].lstrip("/")] = digest
+    bad = ["%s (%s)" % (p, "missing" if p not in found else "sha256 %s, installed %s" % (found[p], listed[p]))
+           for p in paths if found.get(p) != listed[p]]
+    assert bad == [], "runtime library differs from %s (fix.yml re-installs it): %s" % (
+        RUNTIME_MANIFEST, "; ".join(bad))
 
 
 @pytest.mark.parametrize("sub", SUBCOMMANDS)

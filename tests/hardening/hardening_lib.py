@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
 from modharness import load_library_module, run_module  # noqa: F401  (tests/modharness.py)
 from privdrop import NOBODY, public_tmpdir, rmtree, run_as_nobody  # noqa: F401  (tests/privdrop.py; used by the hardening tests)
 

@@ -220,7 +220,7 @@ def test_host_that_does_not_come_back_stops_the_rollout(hardening_tmp, tree, liv
                   "ansible_python_interpreter": "/usr/bin/python3", "ansible_become": False}
     run, roots, untouched, report_dir = _three_host_rollout(
         hardening_tmp, tree, first_vars,
-        {"reboot_ok": True, "pvetune_reboot_timeout": 20, "pvetune_post_reboot_delay": 0,
+        {"pvetune_reboot_ok": True, "pvetune_reboot_timeout": 20, "pvetune_post_reboot_delay": 0,
          "pvetune_run_id_override": "reboot-1"},
         cmdline="--tags cmdline")
     # The reboot really happened: the container went down and stayed down.

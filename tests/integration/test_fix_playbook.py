@@ -8,7 +8,6 @@ import os
 import shutil
 
 import pytest
-
 from conftest import DEMO_SNAPSHOTS, run_playbook
 from scratch_host import make_scratch
 
@@ -145,3 +144,29 @@ def test_4_rollback_restores_every_touched_file(fleet, tmp_path):
     for host in HOSTS:
         assert recap(again, host)["changed"] == 0
     assert os.path.isdir(DEMO_SNAPSHOTS)
+
+
+def test_5_legacy_reboot_ok_still_works_and_is_deprecated(fleet, tmp_path):
+    """-e reboot_ok=true (the old name of pvetune_reboot_ok) is honoured, with a deprecation warning."""
+    def pending_note(run):
+        (note,) = run.results(task_name="Note that the host is pending a reboot", host="pve-gpu01")
+        return note["res"]["msg"]
+
+    report_dir = os.path.join(fleet["base"], "reports-legacy")
+    # One private data dir per run: ansible-runner keeps a run's extravars in <dir>/env/ for the next one.
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old = run_playbook(tmp_path / "old", "fix.yml", inventory=fleet["inventory"], cmdline="--check", limit="pve-gpu01",
+                       extravars={"reboot_ok": True, "pvetune_report_dir": report_dir})
+    assert old.rc == 0, old.stdout[-3000:]
+    (preflight,) = old.results(task_name="Check every input of this run before anything is changed")
+    deprecations = json.dumps(preflight["res"].get("deprecations", [])) + old.stdout
+    assert "reboot_ok is deprecated, use pvetune_reboot_ok" in deprecations, deprecations[-3000:]
+    # Its effect: the reboot was allowed, and only the root (a tree, never rebooted) kept the host pending.
+    assert "its root is a tree" in pending_note(old)
+    new = run_playbook(tmp_path / "new", "fix.yml", inventory=fleet["inventory"], cmdline="--check", limit="pve-gpu01",
+                       extravars={"pvetune_report_dir": report_dir})
+    assert new.rc == 0, new.stdout[-3000:]
+    assert "pvetune_reboot_ok is false" in pending_note(new)
+    assert "deprecated" not in json.dumps(new.results(task_name="Check every input of this run before anything "
+                                                                "is changed"))

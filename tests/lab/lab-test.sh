@@ -7,16 +7,16 @@
 #   1 audit-before     audit.yml with the lab policy (tests/lab/policy.yml): the expected checks fail,
 #                      the fallback is a warn with its reason, and nothing on either VM changed
 #                      (tests/lab/vm/state.sh listing before == after).
-#   2 check-diff       fix.yml --check --diff -e reboot_ok=true: every fix reports the change it would
+#   2 check-diff       fix.yml --check --diff -e pvetune_reboot_ok=true: every fix reports the change it would
 #                      make (the diff lines are checked), and nothing on either VM changed (listing,
 #                      boot_id, kernel values, no lock).
-#   3 rollout-failure  fix.yml -e reboot_ok=true on both VMs, and a watcher that pulls the plug on
+#   3 rollout-failure  fix.yml -e pvetune_reboot_ok=true on both VMs, and a watcher that pulls the plug on
 #                      vm1's QEMU when its kernel restarts: the rollout stops at vm1 (record + failure
 #                      message say why) and vm2 is untouched (same listing, no lock, no manifest, no
 #                      module ran on it).
 #   4 vm1-fresh        vm1 restarted from a fresh overlay and seeded (vm2 keeps running, unchanged).
 #   5 fix              the nvidia-uvm major of the NEXT boot is changed on both VMs (lab file), then
-#                      fix.yml -e reboot_ok=true, serial 1: vm1 fixed, rebooted and gated before vm2
+#                      fix.yml -e pvetune_reboot_ok=true, serial 1: vm1 fixed, rebooted and gated before vm2
 #                      is touched (ansible-runner event order).
 #   6 verify           the running kernels, read over SSH (tests/lab/vm/kstate.sh): /proc/cmdline, the
 #                      processor module's max_cstate, cpuidle states, numa_balancing, MaxReadReq read
@@ -50,7 +50,7 @@ N=2
 UVM_SEED=511     # lab.sh seed default (LAB_UVM_MAJOR)
 UVM_NEXT=512     # the major the boot after the fix gets (simulates a driver reload/update)
 UVM_CT=509       # the stale major CT 101 allows (lab.sh seed default, LAB_CT_UVM_MAJOR)
-REBOOT_TASK='Reboot (a fix needs it and reboot_ok is true)'
+REBOOT_TASK='Reboot (a fix needs it and pvetune_reboot_ok is true)'
 
 export ANSIBLE_CONFIG=$TOP/ansible.cfg PATH=$VENV/bin:$PATH ANSIBLE_NOCOLOR=1 PYTHONDONTWRITEBYTECODE=1
 
@@ -188,7 +188,7 @@ audit_before() {
   done
 }
 
-# fix.yml --check --diff, reboot_ok=true (the most a real run would do): it shows every planned change
+# fix.yml --check --diff, pvetune_reboot_ok=true (the most a real run would do): it shows every planned change
 # (file diffs, runtime before/after) and changes nothing: same listing, same boot, same kernel values.
 check_diff() {
   local i rc=0 run stats diffs d
@@ -198,7 +198,7 @@ check_diff() {
     BOOT_ID[$i]=${K[boot_id]}
   done
   # Both VMs in one batch: nothing is applied, so the rolling order proves nothing here.
-  play check-diff fix.yml --check --diff -e reboot_ok=true -e "pvetune_kernel_version=$PIN" -e pvetune_serial=2 \
+  play check-diff fix.yml --check --diff -e pvetune_reboot_ok=true -e "pvetune_kernel_version=$PIN" -e pvetune_serial=2 \
     -e "pvetune_run_id_override=$run" || rc=$?
   check_eq "fix.yml --check --diff succeeds" "$rc" 0
   stats=$(labtool stats check-diff)
@@ -269,7 +269,7 @@ rollout_failure() {
   done
   watch_and_kill 1 >"$OUT/watcher.log" 2>&1 &
   WATCHER=$!
-  play rollout-failure fix.yml -e reboot_ok=true -e "pvetune_kernel_version=$PIN" \
+  play rollout-failure fix.yml -e pvetune_reboot_ok=true -e "pvetune_kernel_version=$PIN" \
     -e "pvetune_reboot_timeout=$FAIL_TIMEOUT" -e "pvetune_run_id_override=$run" || rc=$?
   local wrc=0
   kill -0 "$WATCHER" 2>/dev/null && kill "$WATCHER" 2>/dev/null   # vm1 never rebooted: stop watching
@@ -319,7 +319,7 @@ fix_run() {
     load_kstate pre-fix "$i"
     BOOT_ID[$i]=${K[boot_id]}
   done
-  play fix fix.yml -e reboot_ok=true -e "pvetune_kernel_version=$PIN" \
+  play fix fix.yml -e pvetune_reboot_ok=true -e "pvetune_kernel_version=$PIN" \
     -e "pvetune_reboot_timeout=$REBOOT_TIMEOUT" -e "pvetune_run_id_override=$run" || rc=$?
   check_eq "fix.yml succeeds" "$rc" 0
   local stats
@@ -442,7 +442,7 @@ fix_again() {
   run=lab-fix2-$(date -u +%Y%m%dT%H%M%SZ)
   # Both VMs in one batch (serial 2): idempotence does not need the rolling order, and the two
   # VMs' module runs then share the host's cores instead of taking turns.
-  play fix-again fix.yml -e reboot_ok=true -e "pvetune_kernel_version=$PIN" -e pvetune_serial=2 \
+  play fix-again fix.yml -e pvetune_reboot_ok=true -e "pvetune_kernel_version=$PIN" -e pvetune_serial=2 \
     -e "pvetune_reboot_timeout=$REBOOT_TIMEOUT" -e "pvetune_run_id_override=$run" || rc=$?
   check_eq "second fix.yml succeeds" "$rc" 0
   stats=$(labtool stats fix-again)

@@ -35,7 +35,9 @@ SSH_TIMEOUT=${LAB_SSH_TIMEOUT:-900}
 MAX_VMS=${LAB_MAX_VMS:-3}
 
 SUITE=bookworm
-MIRROR=http://deb.debian.org/debian
+# The Debian archive this machine's apt uses (PVETUNE_DEBIAN_MIRROR overrides; see the script).
+APT_MIRROR=$LAB_DIR/../../scripts/apt_mirror.sh
+MIRROR=$("$APT_MIRROR")
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 DISK_SIZE_MB=3072
 
@@ -238,12 +240,13 @@ trap 'exit 130' INT TERM
 # apt-get with a private configuration: deb-src lists for bookworm live under $W/apt only, so the
 # system's sources, lists and package cache are never touched.
 apt_private() {
-  local a=$W/apt
+  local a=$W/apt security
+  security=$("$APT_MIRROR" --security) || return 1  # PVETUNE_DEBIAN_SECURITY_MIRROR overrides
   mkdir -p "$a/lists/partial" "$a/cache/archives/partial" "$a/sources.list.d" "$a/preferences.d"
   cat >"$a/sources.list" <<EOF
-deb-src [signed-by=$KEYRING] http://deb.debian.org/debian $SUITE main
-deb-src [signed-by=$KEYRING] http://deb.debian.org/debian $SUITE-updates main
-deb-src [signed-by=$KEYRING] http://deb.debian.org/debian-security $SUITE-security main
+deb-src [signed-by=$KEYRING] $MIRROR $SUITE main
+deb-src [signed-by=$KEYRING] $MIRROR $SUITE-updates main
+deb-src [signed-by=$KEYRING] $security $SUITE-security main
 EOF
   apt-get -q \
     -o Dir::Etc::sourcelist="$a/sources.list" -o Dir::Etc::sourceparts="$a/sources.list.d" \

@@ -4,21 +4,17 @@ import subprocess
 import sys
 
 from ansible.module_utils.pvetune import bootunits
-from ansible.module_utils.pvetune.core.changeset import ChangeSet
-from ansible.module_utils.pvetune.core.fsroot import FsRoot
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "scripts"))
+from scratch_host import install_runtime
 
 
 def install_helper(tree):
-    """Runtime library + /usr/local/sbin/pvetune-boot inside ``tree`` (no units, no settings)."""
+    """Runtime library + /usr/local/sbin/pvetune-boot inside ``tree`` (no units, no settings), written by
+    the real installer (scripts/scratch_host.install_runtime)."""
     tree = str(tree)
-    plan = ChangeSet(FsRoot(tree), check_mode=True, run_id="test")
-    bootunits.plan_install(plan, [], {})
-    for item in plan.files:
-        real = os.path.join(tree, item["path"].lstrip("/"))
-        os.makedirs(os.path.dirname(real), exist_ok=True)
-        with open(real, "wb") as handle:
-            handle.write(item["after"])
-        os.chmod(real, item["mode"] or 0o644)
+    install_runtime(tree)
     return os.path.join(tree, bootunits.HELPER.lstrip("/"))
 
 
@@ -26,7 +22,8 @@ def run_helper(tree, *args, timeout=120):
     """Run <tree>/usr/local/sbin/pvetune-boot --root <tree> ARGS as a separate process."""
     tree = str(tree)
     helper = os.path.join(tree, bootunits.HELPER.lstrip("/"))
-    if not os.path.exists(helper):
+    entry = os.path.join(tree, bootunits.PKG_DIR.lstrip("/"), bootunits.ENTRY_MODULE + ".py")
+    if not (os.path.exists(helper) and os.path.exists(entry)):
         install_helper(tree)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PVETUNE"))}
     return subprocess.run([sys.executable, helper, "--root", tree] + list(args), env=env,

@@ -13,34 +13,27 @@ import shutil
 import subprocess
 
 import pytest
-
-from ansible.module_utils.pvetune import bootcfg as bc
-from ansible.module_utils.pvetune.bootcfg import (
+from ansible.module_utils.pvetune.concerns import bootargs, kernel
+from ansible.module_utils.pvetune.concerns.bootargs import detect_loader
+from ansible.module_utils.pvetune.concerns.kernel import kernel_state
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
+from ansible.module_utils.pvetune.formats import grub_edit, kernel_version
+from ansible.module_utils.pvetune.formats.grub_chain import grub_effective
+from ansible.module_utils.pvetune.formats.grub_edit import plan_grub_edit, render_dropin, set_grub_var
+from ansible.module_utils.pvetune.formats.grub_menu import grub_default_kernel
+from ansible.module_utils.pvetune.formats.grub_parse import GrubParseError, parse_grub_file, read_grub_files
+from ansible.module_utils.pvetune.formats.kernel_cmdline import (
     BootConfigError,
-    GrubParseError,
     arg_key,
     arg_value,
-    detect_loader,
-    grub_default_kernel,
-    grub_effective,
-    in_series,
-    kernel_sort_key,
-    kernel_state,
-    parse_grub_file,
     parse_kernel_cmdline_file,
-    parse_pbt_kernel_list,
-    parse_pbt_status,
     plan_args,
-    plan_grub_edit,
-    read_grub_files,
-    render_dropin,
-    set_grub_var,
     set_kernel_cmdline_file,
     split_cmdline,
     validate_arg,
-    validate_kernel_version,
 )
-from ansible.module_utils.pvetune.core.fsroot import FsRoot
+from ansible.module_utils.pvetune.formats.kernel_version import in_series, kernel_sort_key, validate_kernel_version
+from ansible.module_utils.pvetune.formats.pbt_output import parse_pbt_kernel_list, parse_pbt_status
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures")
@@ -81,7 +74,7 @@ def tree(tmp_path, files):
 
 
 def apply_plan(files, plan):
-    return bc._apply_plan(files, plan)
+    return grub_edit._apply_plan(files, plan)
 
 
 # ---------------------------------------------------------------------------
@@ -750,22 +743,22 @@ class TestPbtStatus:
 
 class TestDetectLoader:
     def test_rule1_captured_status_systemd_boot(self, tmp_path):
-        root = tree(tmp_path, {bc.PBT_STATUS_SNAPSHOT: real("pbt_status_mrmanuel_uefi_systemdboot.txt")})
+        root = tree(tmp_path, {bootargs.PBT_STATUS_SNAPSHOT: real("pbt_status_mrmanuel_uefi_systemdboot.txt")})
         res = detect_loader(root)
         assert (res["loader"], res["rule"], res["managed_by_pbt"], res["uefi"]) == \
             ("systemd-boot", "pbt-status", True, True)
-        assert res["evidence"] == [bc.PBT_STATUS_SNAPSHOT]
+        assert res["evidence"] == [bootargs.PBT_STATUS_SNAPSHOT]
         assert res["cmdline_path"] == "/etc/kernel/cmdline"
 
     @pytest.mark.parametrize("name", ["pbt_status_mrmanuel_grub_legacy.txt", "pbt_status_mcgarrah_edgar_two_esps.txt"])
     def test_rule1_captured_status_grub(self, tmp_path, name):
-        root = tree(tmp_path, {bc.PBT_STATUS_SNAPSHOT: real(name), "/sys/firmware/efi": DIR})
+        root = tree(tmp_path, {bootargs.PBT_STATUS_SNAPSHOT: real(name), "/sys/firmware/efi": DIR})
         res = detect_loader(root)
         assert (res["loader"], res["rule"], res["managed_by_pbt"], res["uefi"]) == ("grub", "pbt-status", True, False)
         assert res["cmdline_path"] == "/etc/default/grub"
 
     def test_rule1_live_status_text_wins(self, tmp_path):
-        root = tree(tmp_path, {bc.PBT_STATUS_SNAPSHOT: real("pbt_status_mrmanuel_grub_legacy.txt")})
+        root = tree(tmp_path, {bootargs.PBT_STATUS_SNAPSHOT: real("pbt_status_mrmanuel_grub_legacy.txt")})
         res = detect_loader(root, pbt_status_text=real("pbt_status_mrmanuel_uefi_systemdboot.txt"))
         assert res["loader"] == "systemd-boot" and res["evidence"] == ["proxmox-boot-tool status"]
 
@@ -775,7 +768,8 @@ class TestDetectLoader:
         assert (res["loader"], res["rule"], res["managed_by_pbt"]) == ("grub", "pbt-status", False)
 
     def test_rule1_ambiguous_falls_to_rule2(self, tmp_path):
-        root = tree(tmp_path, {bc.ESP_LIST: "AAAA-BBBB\n", "/sys/firmware/efi": DIR, "/etc/kernel/cmdline": "root=x\n"})
+        root = tree(tmp_path, {bootargs.ESP_LIST: "AAAA-BBBB\n", "/sys/firmware/efi": DIR,
+                               "/etc/kernel/cmdline": "root=x\n"})
         status = ("System currently booted with uefi\n"
                   "AAAA-BBBB is configured with: uefi (versions: 1), grub (versions: 1)\n")
         res = detect_loader(root, pbt_status_text=status)
@@ -783,21 +777,21 @@ class TestDetectLoader:
         assert res["notes"] and "proxmox-boot-tool status" in res["evidence"]
 
     def test_rule2_loaderinfo_efivar(self, tmp_path):
-        root = tree(tmp_path, {bc.ESP_LIST: "E014-501F\n", bc.LOADER_INFO_EFIVAR: "\x06\x00\x00\x00s"})
+        root = tree(tmp_path, {bootargs.ESP_LIST: "E014-501F\n", bootargs.LOADER_INFO_EFIVAR: "\x06\x00\x00\x00s"})
         res = detect_loader(root)
         assert (res["loader"], res["rule"], res["uefi"]) == ("systemd-boot", "esp-list+uefi", True)
-        assert bc.LOADER_INFO_EFIVAR in res["evidence"]
+        assert bootargs.LOADER_INFO_EFIVAR in res["evidence"]
         assert res["esp_uuids"] == ["E014-501F"]
 
     def test_rule2_kernel_cmdline(self, tmp_path):
-        root = tree(tmp_path, {bc.ESP_LIST: "E014-501F\n", "/sys/firmware/efi": DIR,
+        root = tree(tmp_path, {bootargs.ESP_LIST: "E014-501F\n", "/sys/firmware/efi": DIR,
                                "/etc/kernel/cmdline": real("etc_kernel_cmdline_zfs_i915_435.txt")})
         res = detect_loader(root)
         assert (res["loader"], res["rule"]) == ("systemd-boot", "esp-list+uefi")
         assert "/etc/kernel/cmdline" in res["evidence"]
 
     def test_rule2_uefi_grub(self, tmp_path):
-        root = tree(tmp_path, {bc.ESP_LIST: "E014-501F\n", "/sys/firmware/efi/efivars": DIR})
+        root = tree(tmp_path, {bootargs.ESP_LIST: "E014-501F\n", "/sys/firmware/efi/efivars": DIR})
         res = detect_loader(root)
         assert (res["loader"], res["rule"], res["managed_by_pbt"]) == ("grub", "esp-list+uefi", True)
 
@@ -805,7 +799,7 @@ class TestDetectLoader:
         res = detect_loader(tree(tmp_path, {"/etc/default/grub": STOCK, "/etc/kernel/cmdline": "root=x\n"}))
         assert (res["loader"], res["rule"], res["managed_by_pbt"], res["uefi"]) == \
             ("grub", "grub-default", False, False)
-        res = detect_loader(tree(tmp_path / "b", {bc.ESP_LIST: "865E-6ADE\n"}))
+        res = detect_loader(tree(tmp_path / "b", {bootargs.ESP_LIST: "865E-6ADE\n"}))
         assert (res["loader"], res["rule"], res["managed_by_pbt"]) == ("grub", "grub-default", True)
 
 
@@ -846,8 +840,8 @@ class TestKernelVersions:
         assert sorted(vers, key=kernel_sort_key) == [
             "6.8.4-2-pve", "6.8.12-9-pve", "6.8.12-10-pve", "6.14~rc1", "6.14", "6.14-rc1", "6.14.8-1-pve",
             "6.14.8-2-pve"]
-        assert bc.version_compare("6.2.11-1-pve", "6.2.11-1-pve-relaxablermrr") < 0
-        assert bc.version_compare("1.01", "1.1") != 0
+        assert kernel_version.version_compare("6.2.11-1-pve", "6.2.11-1-pve-relaxablermrr") < 0
+        assert kernel_version.version_compare("1.01", "1.1") != 0
 
     def test_in_series(self):
         assert in_series("6.14.8-2-pve", "6.14")
@@ -915,7 +909,7 @@ class TestKernelState:
         assert st["loader"] == "grub" and not st["warnings"] and not st["errors"]
 
     def test_grub_pin_snippet(self, tmp_path):
-        root = kernel_tree(tmp_path, {GRUB_PIN: pin_snippet("6.8.12-10-pve"), bc.PIN_FILE: "6.8.12-10-pve\n"})
+        root = kernel_tree(tmp_path, {GRUB_PIN: pin_snippet("6.8.12-10-pve"), kernel.PIN_FILE: "6.8.12-10-pve\n"})
         st = kernel_state(root)
         assert (st["next_boot_kernel"], st["next_boot_rule"]) == ("6.8.12-10-pve", "grub-pin")
         assert st["grub_default"]["path"] == GRUB_PIN and st["grub_default"]["form"] == "id"
@@ -928,7 +922,7 @@ class TestKernelState:
         assert (st["grub_default"]["path"], st["grub_default"]["line"]) == (GRUB, 1)
 
     def test_grub_pin_file_disagreeing_with_grub_default_warns(self, tmp_path):
-        root = kernel_tree(tmp_path, {bc.PIN_FILE: "6.8.12-10-pve\n"})
+        root = kernel_tree(tmp_path, {kernel.PIN_FILE: "6.8.12-10-pve\n"})
         st = kernel_state(root)
         assert (st["next_boot_kernel"], st["next_boot_rule"]) == ("6.14.8-2-pve", "newest-installed")
         assert any("proxmox-boot-pin" in w for w in st["warnings"])
@@ -942,7 +936,7 @@ class TestKernelState:
         grubenv = ("# GRUB Environment Block\nsaved_entry=gnulinux-advanced-%s>gnulinux-6.8.12-9-pve-advanced-%s\n"
                    % (PIN_ID, PIN_ID)) + "#" * 900
         root = kernel_tree(tmp_path, {GRUB: STOCK.replace("GRUB_DEFAULT=0", "GRUB_DEFAULT=saved"),
-                                      bc.GRUB_ENV: grubenv})
+                                      kernel.GRUB_ENV: grubenv})
         st = kernel_state(root)
         assert (st["next_boot_kernel"], st["next_boot_rule"]) == ("6.8.12-9-pve", "grub-saved-entry")
 
@@ -956,21 +950,21 @@ class TestKernelState:
         assert st["next_boot_rule"] == "unknown"
 
     def test_systemd_boot_pins(self, tmp_path):
-        base = {bc.ESP_LIST: "E014-501F\n", "/sys/firmware/efi/efivars": DIR, "/etc/kernel/cmdline": "root=x\n"}
+        base = {bootargs.ESP_LIST: "E014-501F\n", "/sys/firmware/efi/efivars": DIR, "/etc/kernel/cmdline": "root=x\n"}
         st = kernel_state(kernel_tree(tmp_path / "a", base))
         assert (st["loader"], st["next_boot_kernel"], st["next_boot_rule"]) == \
             ("systemd-boot", "6.14.8-2-pve", "newest-installed")
-        st = kernel_state(kernel_tree(tmp_path / "b", dict(base, **{bc.PIN_FILE: "6.8.12-10-pve"})))
+        st = kernel_state(kernel_tree(tmp_path / "b", dict(base, **{kernel.PIN_FILE: "6.8.12-10-pve"})))
         assert (st["next_boot_kernel"], st["next_boot_rule"]) == ("6.8.12-10-pve", "pin")
-        st = kernel_state(kernel_tree(tmp_path / "c", dict(base, **{bc.PIN_FILE: "6.8.12-10-pve\n",
-                                                                    bc.NEXT_BOOT_PIN: "6.14.8-2-pve\n"})))
+        st = kernel_state(kernel_tree(tmp_path / "c", dict(base, **{kernel.PIN_FILE: "6.8.12-10-pve\n",
+                                                                    kernel.NEXT_BOOT_PIN: "6.14.8-2-pve\n"})))
         assert (st["pinned"], st["next_boot"]) == ("6.8.12-10-pve", "6.14.8-2-pve")
         assert (st["next_boot_kernel"], st["next_boot_rule"]) == ("6.14.8-2-pve", "next-boot-pin")
 
     def test_bad_pin_content_is_an_error_not_a_kernel(self, tmp_path):
-        base = {bc.ESP_LIST: "E014-501F\n", "/sys/firmware/efi/efivars": DIR, "/etc/kernel/cmdline": "root=x\n"}
-        st = kernel_state(kernel_tree(tmp_path, dict(base, **{bc.PIN_FILE: "$(reboot)\n"})))
-        assert st["pinned"] is None and st["errors"][0]["path"] == bc.PIN_FILE
+        base = {bootargs.ESP_LIST: "E014-501F\n", "/sys/firmware/efi/efivars": DIR, "/etc/kernel/cmdline": "root=x\n"}
+        st = kernel_state(kernel_tree(tmp_path, dict(base, **{kernel.PIN_FILE: "$(reboot)\n"})))
+        assert st["pinned"] is None and st["errors"][0]["path"] == kernel.PIN_FILE
         assert st["next_boot_rule"] == "newest-installed"
 
     def test_motivating_case_series(self, tmp_path):
@@ -979,7 +973,7 @@ class TestKernelState:
         assert not in_series(st["running"], "6.14")
 
 
-GRUB_PIN = bc.GRUB_PIN_SNIPPET
+GRUB_PIN = kernel.GRUB_PIN_SNIPPET
 
 
 # ---------------------------------------------------------------------------

@@ -8,10 +8,12 @@ every status its evaluator can return; a test makes sure each one is exercised.
 import copy
 
 import pytest
-from ansible.module_utils.pvetune import checks
+from ansible.module_utils.pvetune import audit
+from ansible.module_utils.pvetune.audit import evaluate
+from ansible.module_utils.pvetune.concerns.bootargs import _arg_state
 from ansible.module_utils.pvetune.core.catalogue import BY_ID, CATALOGUE, STATUSES
-from ansible.module_utils.pvetune.checks import _arg_state, evaluate, summarize
 from ansible.module_utils.pvetune.core.policy import merge_policy
+from ansible.module_utils.pvetune.core.result import summarize
 
 RESULT_KEYS = {"id", "title", "severity", "status", "current", "expected", "reboot_required", "message",
                "rationale", "remediation", "fix_tag", "evidence", "items"}
@@ -41,6 +43,18 @@ def _gpu(bdf, **over):
     return gpu
 
 
+# A GPU CT whose allow lines cover the host's current majors (nvidia-uvm = 511).
+CT_101 = ("arch: amd64\n"
+          "lxc.cgroup2.devices.allow: c 195:* rwm\n"
+          "lxc.cgroup2.devices.allow: c 511:* rwm\n"
+          + "".join("lxc.mount.entry: /dev/%s dev/%s none bind,optional,create=file\n" % (n, n)
+                    for n in ("nvidia0", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")))
+
+
+def _node(path, major, minor):
+    return {"path": path, "type": "c", "major": major, "minor": minor, "mode": "crw-rw-rw-"}
+
+
 def good_facts():
     cmdline = ["BOOT_IMAGE=/vmlinuz-6.14.8-2-pve", "root=ZFS=rpool/ROOT/pve-1", "boot=zfs", "amd_pstate=active",
                "processor.max_cstate=1", "iommu=pt"]
@@ -65,13 +79,17 @@ def good_facts():
         "pci": {"functions": [_gpu(b) for b in GPU_BDFS], "evidence": ["2 functions"]},
         "kernel": {"running": "6.14.8-2-pve", "installed": ["6.8.12-4-pve", "6.14.8-2-pve"],
                    "next_boot_kernel": "6.14.8-2-pve", "next_boot_rule": "pin", "evidence": ["uname"]},
-        "lxc": {"present": True, "host_majors": {"nvidia": 195, "nvidia-uvm": 511},
-                "cts": [{"ctid": "101", "uses_nvidia": True, "status": "pass", "messages": [],
-                         "path": "/etc/pve/lxc/101.conf"},
-                        {"ctid": "102", "uses_nvidia": False, "status": "skip", "messages": ["no NVIDIA"],
-                         "path": "/etc/pve/lxc/102.conf"}],
+        "lxc": {"present": True, "host_majors": {"nvidia": 195, "nvidia-uvm": 511}, "known_majors": {},
+                "cgroup_version": 2, "skipped": [],
+                "cts": [{"ctid": "101", "path": "/etc/pve/lxc/101.conf", "config": CT_101},
+                        {"ctid": "102", "path": "/etc/pve/lxc/102.conf", "config": "arch: amd64\n"}],
                 "evidence": ["/etc/pve/lxc/*.conf: 2 CT configs"]},
         "nvidia": {"version": {"version": "580.95.05", "open": True},
+                   "majors": {"nvidia": 195, "nvidia-uvm": 511}, "char_majors": [1, 195, 511],
+                   "devices": {"char": {1: ["mem"], 195: ["nvidia"], 511: ["nvidia-uvm"]}, "block": {}},
+                   "nodes": [_node("/dev/nvidia0", 195, 0), _node("/dev/nvidiactl", 195, 255),
+                             _node("/dev/nvidia-uvm", 511, 0), _node("/dev/nvidia-uvm-tools", 511, 1)],
+                   "nodes_source": "stat",
                    "smi": {"driver": "580.95.05", "format": "csv",
                            "gpus": [{"bus_id": "00000000:%s" % b[5:], "persistence": True} for b in GPU_BDFS]},
                    "smi_reason": None, "evidence": ["/proc/driver/nvidia/version: 580.95.05"]},
@@ -311,19 +329,17 @@ SCENARIOS = [
      "cannot tell which args are effective: /proc/cmdline: No such file or directory", False),
     # -- lxc.gpu_devices -------------------------------------------------------------------------------------
     ("lxc.gpu_devices", "pass", [], None, "1 GPU CTs allow the current NVIDIA majors", False),
-    ("lxc.gpu_devices", "fail", [setv(("lxc", "cts", 0, "status"), "fail"),
-                                 setv(("lxc", "cts", 0, "messages"), ["line 14 'c 509:* rwm': stale"])], None,
-     "CT 101: line 14 'c 509:* rwm': stale", False),
-    ("lxc.gpu_devices", "error", [setv(("lxc", "cts", 0, "status"), "error"),
-                                  setv(("lxc", "cts", 0, "messages"), ["/etc/pve/lxc/101.conf: Is a directory"])], None,
+    ("lxc.gpu_devices", "fail", [setv(("lxc", "cts", 0, "config"), CT_101.replace("c 511:* rwm", "c 509:* rwm"))],
+     None, "CT 101: line 3 'lxc.cgroup2.devices.allow: c 509:* rwm': stale", False),
+    ("lxc.gpu_devices", "error", [setv(("lxc", "cts", 0), {"ctid": "101", "path": "/etc/pve/lxc/101.conf",
+                                                            "error": "/etc/pve/lxc/101.conf: Is a directory"})], None,
      "CT 101: /etc/pve/lxc/101.conf: Is a directory", False),
-    ("lxc.gpu_devices", "warn", [setv(("lxc", "cts", 0, "status"), "warn"),
-                                 setv(("lxc", "cts", 0, "messages"), ["host NVIDIA device nodes unknown"])], None,
+    ("lxc.gpu_devices", "warn", [setv(("nvidia", "nodes"), None)], None,
      "CT 101: host NVIDIA device nodes unknown", False),
     ("lxc.gpu_devices", "skip", [], {"lxc_check": False}, "lxc_check is off in the policy", False),
     ("lxc.gpu_devices", "skip", [setv(("lxc",), {"present": False, "cts": [], "evidence": []})], None,
      "no /etc/pve/lxc directory", False),
-    ("lxc.gpu_devices", "skip", [setv(("lxc", "cts", 0, "uses_nvidia"), False)], None,
+    ("lxc.gpu_devices", "skip", [setv(("lxc", "cts", 0, "config"), "arch: amd64\n")], None,
      "no CT config passes NVIDIA devices", False),
     ("lxc.gpu_devices", "error", [setv(("lxc",), {"error": "/proc/devices: NVIDIA device state unavailable"})], None,
      "/proc/devices: NVIDIA device state unavailable", False),
@@ -572,7 +588,7 @@ def test_a_raising_evaluator_becomes_error_and_the_rest_still_run(monkeypatch):
     def boom(facts, policy):
         raise RuntimeError("boom")
 
-    monkeypatch.setitem(checks.EVALUATORS, "cpu.governor", boom)
+    monkeypatch.setitem(audit.BY_NAME["cpufreq"].CHECKS, "cpu.governor", boom)
     results = evaluate(good_facts(), DEFAULT)
     res = by_id(results)
     assert len(results) == len(CATALOGUE)

@@ -15,11 +15,10 @@ import sys
 import tempfile
 
 import pytest
-import yaml
-
-from ansible.module_utils.pvetune import cmdlinefix
-from ansible.module_utils.pvetune.bootcfg import BootConfigError, GrubParseError
+from ansible.module_utils.pvetune.concerns import bootargs_fix
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
+from ansible.module_utils.pvetune.formats.grub_parse import GrubParseError
+from ansible.module_utils.pvetune.formats.kernel_cmdline import BootConfigError
 from conftest import FIXTURES, TOP, load_library_module
 from modharness import run_module
 
@@ -149,32 +148,32 @@ def grub_with_maxcstate5(root):
 
 # -- pure functions ------------------------------------------------------------------
 def test_validate_request_accepts_the_policy_defaults():
-    assert cmdlinefix.validate_request(REQUIRED, []) == (REQUIRED, [])
-    assert cmdlinefix.validate_request([], ["intel_idle.max_cstate"]) == ([], ["intel_idle.max_cstate"])
+    assert bootargs_fix.validate_request(REQUIRED, []) == (REQUIRED, [])
+    assert bootargs_fix.validate_request([], ["intel_idle.max_cstate"]) == ([], ["intel_idle.max_cstate"])
 
 
 @pytest.mark.parametrize("bad", INJECTIONS)
 def test_validate_request_rejects_injection(bad):
     with pytest.raises(BootConfigError):
-        cmdlinefix.validate_request([bad], [])
+        bootargs_fix.validate_request([bad], [])
     with pytest.raises(BootConfigError):
-        cmdlinefix.validate_request([], [bad])
+        bootargs_fix.validate_request([], [bad])
 
 
 def test_validate_request_rejects_contradictions():
     with pytest.raises(BootConfigError, match="both ensured"):
-        cmdlinefix.validate_request(["processor.max_cstate=1"], ["processor.max_cstate"])
+        bootargs_fix.validate_request(["processor.max_cstate=1"], ["processor.max_cstate"])
     with pytest.raises(BootConfigError, match="conflicting"):
-        cmdlinefix.validate_request(["processor.max_cstate=1", "processor.max-cstate=5"], [])
+        bootargs_fix.validate_request(["processor.max_cstate=1", "processor.max-cstate=5"], [])
 
 
 @pytest.mark.parametrize("path", ["/etc/default/grub.d/../grub", "/etc/grub.d/90-pvetune.cfg",
                                   "/etc/default/grub.d/90-pvetune", "/etc/default/grub.d/a b.cfg",
                                   "/etc/default/grub.d/.hidden.cfg", "etc/default/grub.d/x.cfg"])
 def test_validate_dropin(path):
-    assert cmdlinefix.validate_dropin("/etc/default/grub.d/90-pvetune.cfg")
+    assert bootargs_fix.validate_dropin("/etc/default/grub.d/90-pvetune.cfg")
     with pytest.raises(BootConfigError):
-        cmdlinefix.validate_dropin(path)
+        bootargs_fix.validate_dropin(path)
 
 
 def test_reboot_needed_compares_only_the_managed_arguments():
@@ -182,34 +181,34 @@ def test_reboot_needed_compares_only_the_managed_arguments():
     running_old = "BOOT_IMAGE=/boot/vmlinuz-6.8.12-4-pve root=/dev/mapper/pve-root ro quiet".split()
     running_new = ("initrd=\\EFI\\proxmox\\6.14.8-2-pve\\initrd.img-6.14.8-2-pve root=ZFS=rpool/ROOT/pve-1 "
                    "processor.max-cstate=1 boot=zfs amd_pstate=active").split()
-    assert cmdlinefix.reboot_needed(configured, running_old, REQUIRED, []) is True
+    assert bootargs_fix.reboot_needed(configured, running_old, REQUIRED, []) is True
     # BOOT_IMAGE/initrd/root differ and the order and -/_ spelling differ: no reboot for that.
-    assert cmdlinefix.reboot_needed(configured, running_new, REQUIRED, []) is False
-    assert cmdlinefix.reboot_needed(configured, running_new + ["processor.max_cstate=5"], REQUIRED, []) is True
+    assert bootargs_fix.reboot_needed(configured, running_new, REQUIRED, []) is False
+    assert bootargs_fix.reboot_needed(configured, running_new + ["processor.max_cstate=5"], REQUIRED, []) is True
     # A removed argument still on the running kernel needs a reboot.
-    assert cmdlinefix.reboot_needed(["quiet"], ["quiet", "iommu=pt"], [], ["iommu"]) is True
-    assert cmdlinefix.reboot_needed(["quiet"], ["quiet", "intel_iommu=on"], [], ["iommu"]) is False
-    assert cmdlinefix.reboot_needed(configured, None, REQUIRED, []) is True
+    assert bootargs_fix.reboot_needed(["quiet"], ["quiet", "iommu=pt"], [], ["iommu"]) is True
+    assert bootargs_fix.reboot_needed(["quiet"], ["quiet", "intel_iommu=on"], [], ["iommu"]) is False
+    assert bootargs_fix.reboot_needed(configured, None, REQUIRED, []) is True
 
 
 def test_refresh_command():
-    assert cmdlinefix.refresh_command("grub", False) == ("update-grub", [])
-    assert cmdlinefix.refresh_command("grub", True) == ("proxmox-boot-tool", ["refresh"])
-    assert cmdlinefix.refresh_command("systemd-boot", True) == ("proxmox-boot-tool", ["refresh"])
+    assert bootargs_fix.refresh_command("grub", False) == ("update-grub", [])
+    assert bootargs_fix.refresh_command("grub", True) == ("proxmox-boot-tool", ["refresh"])
+    assert bootargs_fix.refresh_command("systemd-boot", True) == ("proxmox-boot-tool", ["refresh"])
 
 
 def test_grub_cfg_args_reads_the_first_linux_line():
     with open(os.path.join(TOP, "demo", "snapshots", "pve-gpu01", "boot", "grub", "grub.cfg")) as handle:
-        assert cmdlinefix.grub_cfg_args(handle.read()) == ["root=/dev/mapper/pve-root", "ro", "quiet"]
-    assert cmdlinefix.grub_cfg_args("set default=0\n") is None
-    assert cmdlinefix.grub_cfg_args(None) is None
+        assert bootargs_fix.grub_cfg_args(handle.read()) == ["root=/dev/mapper/pve-root", "ro", "quiet"]
+    assert bootargs_fix.grub_cfg_args("set default=0\n") is None
+    assert bootargs_fix.grub_cfg_args(None) is None
 
 
 def test_plan_grub_replaces_a_conflicting_value_in_place(workdir):
     root = workdir / "host"
     (root / "etc" / "default").mkdir(parents=True)
     shutil.copyfile(MAXCSTATE5, str(root / "etc" / "default" / "grub"))
-    plan = cmdlinefix.plan_cmdline(FsRoot(str(root)), "grub", REQUIRED, [])
+    plan = bootargs_fix.plan_cmdline(FsRoot(str(root)), "grub", REQUIRED, [])
     assert [f[0] for f in plan["files"]] == ["/etc/default/grub"]  # one file, no drop-in
     path, old, new = plan["files"][0]
     changed = [(a, b) for a, b in zip(old.splitlines(), new.splitlines()) if a != b]
@@ -227,7 +226,7 @@ def test_plan_grub_refuses_what_it_cannot_evaluate(workdir):
     (root / "etc" / "default").mkdir(parents=True)
     (root / "etc" / "default" / "grub").write_text('GRUB_CMDLINE_LINUX_DEFAULT="quiet $(cat /x)"\n')
     with pytest.raises(GrubParseError):
-        cmdlinefix.plan_cmdline(FsRoot(str(root)), "grub", REQUIRED, [])
+        bootargs_fix.plan_cmdline(FsRoot(str(root)), "grub", REQUIRED, [])
 
 
 def test_plan_systemd_boot_edits_only_the_first_line(workdir):
@@ -235,7 +234,7 @@ def test_plan_systemd_boot_edits_only_the_first_line(workdir):
     (root / "etc" / "kernel").mkdir(parents=True)
     (root / "etc" / "kernel" / "cmdline").write_text("root=ZFS=rpool/ROOT/pve-1 boot=zfs processor.max_cstate=5\n"
                                                     "# kept\n")
-    plan = cmdlinefix.plan_cmdline(FsRoot(str(root)), "systemd-boot", REQUIRED, [])
+    plan = bootargs_fix.plan_cmdline(FsRoot(str(root)), "systemd-boot", REQUIRED, [])
     assert plan["files"][0][2] == ("root=ZFS=rpool/ROOT/pve-1 boot=zfs processor.max_cstate=1 amd_pstate=active\n"
                                    "# kept\n")
     assert any("first line" in w for w in plan["warnings"])
@@ -244,7 +243,7 @@ def test_plan_systemd_boot_edits_only_the_first_line(workdir):
 def test_plan_systemd_boot_without_cmdline_file_is_refused(workdir):
     (workdir / "etc").mkdir()
     with pytest.raises(BootConfigError, match="/etc/kernel/cmdline"):
-        cmdlinefix.plan_cmdline(FsRoot(str(workdir)), "systemd-boot", REQUIRED, [])
+        bootargs_fix.plan_cmdline(FsRoot(str(workdir)), "systemd-boot", REQUIRED, [])
 
 
 # -- the module on the demo hosts ------------------------------------------------------
@@ -512,7 +511,9 @@ def argument_spec(name):
             module.main()
     finally:
         module.AnsibleModule = real
-    return seen, yaml.safe_load(module.DOCUMENTATION)["options"]
+    from test_module_docs import module_doc  # the options with the doc fragments merged, as ansible-doc shows them
+
+    return seen, module_doc(module)["options"]
 
 
 def test_documentation_matches_argument_spec():

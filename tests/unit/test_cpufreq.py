@@ -10,14 +10,9 @@ import sys
 
 import pytest
 import yaml
-
-from runtimeutil import run_helper
-
-from modharness import run_module
-
-from ansible.module_utils.pvetune import cpufreq
 from ansible.module_utils.pvetune import bootunits
-from ansible.module_utils.pvetune.cpufreq import (
+from ansible.module_utils.pvetune.concerns import cpufreq_fix
+from ansible.module_utils.pvetune.concerns.cpufreq_fix import (
     AMD_PSTATE_STATUS,
     CpufreqError,
     apply_mode,
@@ -35,6 +30,8 @@ from ansible.module_utils.pvetune.cpufreq import (
     write_sysfs,
 )
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
+from modharness import run_module
+from runtimeutil import run_helper
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
@@ -130,7 +127,7 @@ class FakeKernel:
             write_sysfs(fsroot, pdir + "/energy_performance_preference", "performance")
         if host_path == AMD_PSTATE_STATUS:
             for pol in read_state(fsroot)["policies"]:
-                write_sysfs(fsroot, pol["dir"] + "/scaling_driver", cpufreq.MODE_DRIVERS[value])
+                write_sysfs(fsroot, pol["dir"] + "/scaling_driver", cpufreq_fix.MODE_DRIVERS[value])
                 if value == "active":
                     for fname, content in (("scaling_available_governors", "performance powersave"),
                                            ("energy_performance_available_preferences",
@@ -496,7 +493,9 @@ def test_module_documentation_matches_argument_spec():
 
 
 def assert_doc_matches_spec(mod):
-    doc = yaml.safe_load(mod.DOCUMENTATION)["options"]
+    from test_module_docs import module_doc  # the options with the doc fragments merged, as ansible-doc shows them
+
+    doc = module_doc(mod)["options"]
     spec = mod.ARGUMENT_SPEC
     assert sorted(doc) == sorted(spec)
     for name, opt in spec.items():

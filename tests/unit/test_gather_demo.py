@@ -12,9 +12,8 @@ import time
 
 import pytest
 import yaml
-from ansible.module_utils.pvetune.checks import evaluate
+from ansible.module_utils.pvetune.audit import evaluate, gather
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.gather import gather
 from ansible.module_utils.pvetune.core.policy import merge_policy
 from modharness import run_module
 from privdrop import run_as_nobody
@@ -133,6 +132,24 @@ def test_demo_fleet_check_is_clean():
                           cwd=TOP, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout
+
+
+def test_demo_fleet_check_finds_a_stale_runtime_manifest(tmp_path):
+    """The demo commits the installed runtime's MANIFEST.json, not its code: when module_utils changes,
+    --check must say so and how to regenerate."""
+    out = tmp_path / "snapshots"
+    shutil.copytree(os.path.join(DEMO, "pve-gpu02"), str(out / "pve-gpu02"), symlinks=True)
+    manifest = out / "pve-gpu02" / "usr/local/lib/pvetune/MANIFEST.json"
+    manifest.write_text(manifest.read_text().replace('"sha256": "', '"sha256": "0', 1))
+    proc = subprocess.run([sys.executable, os.path.join(TOP, "scripts", "demo_fleet.py"), "--check",
+                           "--out", str(out), "--hosts", "pve-gpu02"],
+                          cwd=TOP, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=600)
+    assert proc.returncode == 1, proc.stdout
+    assert "content differs: usr/local/lib/pvetune/MANIFEST.json" in proc.stdout
+    assert "Regenerate with `.venv/bin/python scripts/demo_fleet.py`" in proc.stdout
+    assert proc.stdout.strip().endswith("demo fleet: 1 differences: regenerate with scripts/demo_fleet.py and "
+                                        "commit demo/snapshots")
 
 
 # -- broken copies ------------------------------------------------------------------------------------

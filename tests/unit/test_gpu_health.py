@@ -7,7 +7,6 @@ opening /dev/nvidia-uvm, what CUDA does first, is denied: the health check must 
 import os
 
 import pytest
-
 from ansible.module_utils.pvetune.gpu_health import parse_smi_list
 from modharness import run_module
 from test_lxcfix import (

@@ -12,10 +12,12 @@ import os
 import re
 
 import pytest
-from ansible.module_utils.pvetune import checks, hostinfo
+from ansible.module_utils.pvetune import audit
+from ansible.module_utils.pvetune.audit import gather
+from ansible.module_utils.pvetune.concerns import cpufreq, cstates, iommu, nvidia
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.gather import gather
 from ansible.module_utils.pvetune.core.policy import merge_policy
+from ansible.module_utils.pvetune.formats import cpu_list, sysctl_conf
 from privdrop import run_as_nobody as run_unprivileged
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -67,13 +69,13 @@ def open_up(root):
     (" 1 , 2 ", [1, 2]),
 ])
 def test_parse_cpu_list(text, cpus):
-    assert hostinfo.parse_cpu_list(text) == cpus
+    assert cpu_list.parse_cpu_list(text) == cpus
 
 
 @pytest.mark.parametrize("garbage", ["a", "1-a", "3-1", "1,,2", "-1", "0-", "1;2", "0x1", "0-70000", "1.5"])
 def test_parse_cpu_list_garbage_raises_valueerror(garbage):
     with pytest.raises(ValueError):
-        hostinfo.parse_cpu_list(garbage)
+        cpu_list.parse_cpu_list(garbage)
 
 
 @pytest.mark.parametrize("cpus,text", [
@@ -85,17 +87,17 @@ def test_parse_cpu_list_garbage_raises_valueerror(garbage):
     (list(range(64)) + list(range(96, 128)), "0-63,96-127"),
 ])
 def test_format_cpu_list(cpus, text):
-    assert hostinfo.format_cpu_list(cpus) == text
+    assert cpu_list.format_cpu_list(cpus) == text
 
 
 @pytest.mark.parametrize("text", ["0-127", "0,2,4-6,9", "1", "0-3,8,10-11", "63-64"])
 def test_cpu_list_round_trip(text):
-    assert hostinfo.format_cpu_list(hostinfo.parse_cpu_list(text)) == text
+    assert cpu_list.format_cpu_list(cpu_list.parse_cpu_list(text)) == text
 
 
 def test_cpu_list_round_trip_from_numbers():
     cpus = [0, 1, 2, 3, 16, 17, 40, 100, 101, 102]
-    assert hostinfo.parse_cpu_list(hostinfo.format_cpu_list(cpus)) == cpus
+    assert cpu_list.parse_cpu_list(cpu_list.format_cpu_list(cpus)) == cpus
 
 
 # == cstate_depth ================================================================================
@@ -108,15 +110,15 @@ def test_cpu_list_round_trip_from_numbers():
     ("", 99), (None, 99), ("WFI", 99), ("cpuidle", 99), ("X1", 99),
 ])
 def test_cstate_depth(name, depth):
-    assert hostinfo.cstate_depth(name) == depth
+    assert cstates.cstate_depth(name) == depth
 
 
 def test_cstate_depth_limits_as_the_check_uses_them():
     limit = 1
-    assert hostinfo.cstate_depth("C1") <= limit
-    assert hostinfo.cstate_depth("C1_ACPI") <= limit
-    assert hostinfo.cstate_depth("C1E") > limit
-    assert hostinfo.cstate_depth("C2") > limit
+    assert cstates.cstate_depth("C1") <= limit
+    assert cstates.cstate_depth("C1_ACPI") <= limit
+    assert cstates.cstate_depth("C1E") > limit
+    assert cstates.cstate_depth("C2") > limit
 
 
 # == cpufreq (synthetic trees) ======================================================================
@@ -148,7 +150,7 @@ def test_read_cpufreq_reads_every_policy(tmp_path):
     write(tmp_path, CPU + "/amd_pstate/status", "active\n")
     write(tmp_path, CPU + "/online", "0-2,10\n")
     write(tmp_path, CPU + "/cpufreq/boost", "1\n")  # not a policy
-    out = hostinfo.read_cpufreq(FsRoot(str(tmp_path)))
+    out = cpufreq.read_cpufreq(FsRoot(str(tmp_path)))
     assert list(out["policies"]) == ["policy0", "policy1", "policy2", "policy10"]  # natural order
     pol = out["policies"]["policy10"]
     assert pol == {"driver": "amd-pstate-epp", "governor": "performance",
@@ -164,7 +166,7 @@ def test_read_cpufreq_reads_every_policy(tmp_path):
 
 def test_read_cpufreq_without_cpufreq(tmp_path):
     (tmp_path / "sys/devices/system/cpu").mkdir(parents=True)
-    out = hostinfo.read_cpufreq(FsRoot(str(tmp_path)))
+    out = cpufreq.read_cpufreq(FsRoot(str(tmp_path)))
     assert out["policies"] == {} and out["errors"] == []
     assert out["amd_pstate_status"] is None
     assert "no cpufreq policies" in out["evidence"][-1]
@@ -175,14 +177,14 @@ def test_read_cpufreq_offline_policy_is_not_an_error(tmp_path):
     epyc_policy(tmp_path, 0)
     epyc_policy(tmp_path, 1)
     make_policy(tmp_path, 2, affected_cpus="", related_cpus="2", cpuinfo_max_freq="3000000")
-    out = hostinfo.read_cpufreq(FsRoot(str(tmp_path)))
+    out = cpufreq.read_cpufreq(FsRoot(str(tmp_path)))
     assert list(out["policies"]) == ["policy0", "policy1"]
     assert out["offline_policies"] == ["policy2"]
     assert out["errors"] == []
     assert any("policy2" in e and "online" in e for e in out["evidence"])
     # and the checks are not disturbed by it
     facts = {"cpu": dict(out, vendor="AuthenticAMD", model="AMD EPYC")}
-    res = {r["id"]: r for r in checks.evaluate(facts, merge_policy(None),
+    res = {r["id"]: r for r in audit.evaluate(facts, merge_policy(None),
                                                 only={"cpu.scaling_driver", "cpu.governor", "cpu.epp"})}
     assert res["cpu.scaling_driver"]["status"] == "pass"
     assert res["cpu.governor"]["status"] == "pass"
@@ -193,7 +195,7 @@ def test_read_cpufreq_missing_files(tmp_path):
     epyc_policy(tmp_path, 0)
     epyc_policy(tmp_path, 1, scaling_governor=None, energy_performance_preference=None)
     epyc_policy(tmp_path, 2, scaling_driver=None, affected_cpus=None)
-    out = hostinfo.read_cpufreq(FsRoot(str(tmp_path)))
+    out = cpufreq.read_cpufreq(FsRoot(str(tmp_path)))
     p1, p2 = out["policies"]["policy1"], out["policies"]["policy2"]
     assert p1["governor"] is None and p1["epp"] is None and p1["driver"] == "amd-pstate-epp"
     assert p2["driver"] is None and p2["affected_cpus"] is None
@@ -203,7 +205,7 @@ def test_read_cpufreq_missing_files(tmp_path):
     assert all(e["error"] == os.strerror(errno.ENOENT) for e in out["errors"])
     # a policy whose driver cannot be read makes the driver check an error, naming the file
     facts = {"cpu": dict(out, vendor="AuthenticAMD", model="AMD EPYC")}
-    res = checks.check_scaling_driver(facts, merge_policy(None))
+    res = cpufreq.check_scaling_driver(facts, merge_policy(None))
     assert res["status"] == "error"
     assert "(unreadable)" in res["current"]
     assert CPU + "/cpufreq/policy2/scaling_driver" in res["message"]
@@ -215,7 +217,7 @@ def test_read_cpufreq_permission_denied(public_tmp):
     open_up(public_tmp)
     os.chmod(str(public_tmp / "sys/devices/system/cpu/cpufreq/policy1/scaling_governor"), 0o000)
     os.chmod(str(public_tmp / "sys/devices/system/cpu/cpufreq/policy1/energy_performance_preference"), 0o000)
-    out = as_reader(lambda: hostinfo.read_cpufreq(FsRoot(str(public_tmp))))
+    out = as_reader(lambda: cpufreq.read_cpufreq(FsRoot(str(public_tmp))))
     assert out["errors"] == [{"path": CPU + "/cpufreq/policy1/scaling_governor", "error": DENIED}]
     assert out["policies"]["policy1"]["governor"] is None
     assert out["policies"]["policy1"]["epp"] is None
@@ -228,7 +230,7 @@ def test_read_cpufreq_unlistable_cpufreq_dir_raises(public_tmp):
     open_up(public_tmp)
     os.chmod(str(public_tmp / "sys/devices/system/cpu/cpufreq"), 0o000)
     with pytest.raises(FsError) as info:
-        as_reader(lambda: hostinfo.read_cpufreq(FsRoot(str(public_tmp))))
+        as_reader(lambda: cpufreq.read_cpufreq(FsRoot(str(public_tmp))))
     assert info.value.path == CPU + "/cpufreq"
 
 
@@ -255,7 +257,7 @@ def test_read_cpuidle_aggregates_states(tmp_path):
     write(tmp_path, CPU + "/cpuidle/current_driver", "acpi_idle\n")
     write(tmp_path, CPU + "/cpuidle/current_governor_ro", "menu\n")
     write(tmp_path, "/sys/module/processor/parameters/max_cstate", "8\n")
-    out = hostinfo.read_cpuidle(FsRoot(str(tmp_path)))
+    out = cstates.read_cpuidle(FsRoot(str(tmp_path)))
     assert out["driver"] == "acpi_idle"
     assert out["governor"] == "menu"
     assert out["max_cstate_param"] == "8"
@@ -273,7 +275,7 @@ def test_read_cpuidle_many_states_natural_order_and_max_latency(tmp_path):
     for idx in range(12):
         make_state(tmp_path, 0, idx, "C%d" % idx if idx else "POLL", idx * 10)
     make_state(tmp_path, 1, 3, "C3", 55)
-    out = hostinfo.read_cpuidle(FsRoot(str(tmp_path)))
+    out = cstates.read_cpuidle(FsRoot(str(tmp_path)))
     assert list(out["states"])[:3] == ["state0", "state1", "state2"]
     assert list(out["states"])[-2:] == ["state10", "state11"]
     assert out["states"]["state3"]["latency_us"] == 55  # the worst CPU's latency
@@ -287,7 +289,7 @@ def test_read_cpuidle_bad_values_are_recorded_and_skipped(tmp_path):
     make_state(tmp_path, 2, 0, "POLL", 0)
     make_state(tmp_path, 2, 1, None, 1)             # missing name
     make_state(tmp_path, 2, 2, "C2", 400, None)     # missing disable
-    out = hostinfo.read_cpuidle(FsRoot(str(tmp_path)))
+    out = cstates.read_cpuidle(FsRoot(str(tmp_path)))
     errors = {e["path"]: e["error"] for e in out["errors"]}
     assert errors == {
         CPU + "/cpu1/cpuidle/state1/latency": "not a number",
@@ -303,7 +305,7 @@ def test_read_cpuidle_bad_values_are_recorded_and_skipped(tmp_path):
 
 def test_read_cpuidle_without_cpuidle(tmp_path):
     (tmp_path / "sys/devices/system/cpu/cpu0").mkdir(parents=True)
-    out = hostinfo.read_cpuidle(FsRoot(str(tmp_path)))
+    out = cstates.read_cpuidle(FsRoot(str(tmp_path)))
     assert out["states"] == {} and out["cpus_with_states"] == 0 and out["cpu_count"] == 1
     assert out["driver"] is None and out["governor"] is None
 
@@ -313,7 +315,7 @@ def test_read_cpuidle_permission_denied(public_tmp):
     acpi_idle_cpu(public_tmp, 1)
     open_up(public_tmp)
     os.chmod(str(public_tmp / "sys/devices/system/cpu/cpu1/cpuidle/state2/disable"), 0o000)
-    out = as_reader(lambda: hostinfo.read_cpuidle(FsRoot(str(public_tmp))))
+    out = as_reader(lambda: cstates.read_cpuidle(FsRoot(str(public_tmp))))
     assert out["errors"] == [{"path": CPU + "/cpu1/cpuidle/state2/disable", "error": DENIED}]
     assert out["states"]["state2"]["enabled_cpus"] == "0"
 
@@ -323,7 +325,7 @@ KEY = "kernel.numa_balancing"
 
 
 def persisted(tmp_path, keys=(KEY,)):
-    return hostinfo.read_sysctl_persisted(FsRoot(str(tmp_path)), list(keys))
+    return sysctl_conf.read_sysctl_persisted(FsRoot(str(tmp_path)), list(keys))
 
 
 def test_sysctl_same_basename_etc_wins_over_usr_lib(tmp_path):
@@ -400,7 +402,7 @@ def test_sysctl_syntax(tmp_path):
 
 
 def test_parse_sysctl_text_line_numbers():
-    assert hostinfo.parse_sysctl_text("a=1\n# x\n;y\nb = 2\n-c/d = 3\n") == [
+    assert sysctl_conf.parse_sysctl_text("a=1\n# x\n;y\nb = 2\n-c/d = 3\n") == [
         (1, "a", "1"), (4, "b", "2"), (5, "c.d", "3")]
 
 
@@ -423,7 +425,7 @@ def test_sysctl_permission_denied(public_tmp):
 
 
 def test_sysctl_path():
-    assert hostinfo.sysctl_path("kernel.numa_balancing") == "/proc/sys/kernel/numa_balancing"
+    assert sysctl_conf.sysctl_path("kernel.numa_balancing") == "/proc/sys/kernel/numa_balancing"
 
 
 # == NVIDIA =============================================================================================
@@ -442,7 +444,7 @@ def test_sysctl_path():
     ("NVRM version: garbage\n", None),
 ])
 def test_parse_nvidia_version(text, expected):
-    assert hostinfo.parse_nvidia_version(text) == expected
+    assert nvidia.parse_nvidia_version(text) == expected
 
 
 def _bus(*buses):
@@ -495,7 +497,7 @@ def test_every_nvidia_smi_file_has_an_expectation():
 @pytest.mark.parametrize("name", sorted(SMI_EXPECTED))
 def test_parse_nvidia_smi_real_files(name):
     fmt, driver, buses, persistence = SMI_EXPECTED[name]
-    out = hostinfo.parse_nvidia_smi(realdata("nvidia_smi", name))
+    out = nvidia.parse_nvidia_smi(realdata("nvidia_smi", name))
     assert out["format"] == fmt
     assert out["driver"] == driver
     assert [g["bus_id"] for g in out["gpus"]] == buses
@@ -506,14 +508,14 @@ def test_parse_nvidia_smi_real_files(name):
 def test_nvidia_smi_q_gpu_count_matches_attached_gpus(name):
     text = realdata("nvidia_smi", name)
     attached = int(re.search(r"^Attached GPUs\s*:\s*(\d+)", text, re.M).group(1))
-    assert len(hostinfo.parse_nvidia_smi(text)["gpus"]) == attached
+    assert len(nvidia.parse_nvidia_smi(text)["gpus"]) == attached
 
 
 def test_eler_excerpt_has_one_of_four_gpus_with_persistence_disabled():
     """The eler file is an excerpt up to the end of GPU 0 (Attached GPUs: 4): only what it shows is reported."""
     text = realdata("nvidia_smi", "eler_gtx1080ti_driver384_persistence_disabled_smi_q_gpu0.txt")
     assert re.search(r"^Attached GPUs\s*:\s*4", text, re.M)
-    out = hostinfo.parse_nvidia_smi(text)
+    out = nvidia.parse_nvidia_smi(text)
     assert out["gpus"] == [{"bus_id": "00000000:04:00.0", "persistence": False}]
 
 
@@ -522,18 +524,18 @@ THAMADA_PAIRS = sorted({n.rsplit("_nvidia-smi", 1)[0] for n in SMI_EXPECTED if n
 
 @pytest.mark.parametrize("pair", THAMADA_PAIRS)
 def test_nvidia_smi_table_and_query_agree(pair):
-    table = hostinfo.parse_nvidia_smi(realdata("nvidia_smi", pair + "_nvidia-smi.txt"))
-    query = hostinfo.parse_nvidia_smi(realdata("nvidia_smi", pair + "_nvidia-smi-q.txt"))
+    table = nvidia.parse_nvidia_smi(realdata("nvidia_smi", pair + "_nvidia-smi.txt"))
+    query = nvidia.parse_nvidia_smi(realdata("nvidia_smi", pair + "_nvidia-smi-q.txt"))
     assert [(g["bus_id"], g["persistence"]) for g in table["gpus"]] == \
         [(g["bus_id"], g["persistence"]) for g in query["gpus"]]
     assert table["driver"] == query["driver"]
 
 
 def test_nvidia_smi_table_rows_carry_index_and_name():
-    out = hostinfo.parse_nvidia_smi(realdata("nvidia_smi", "thamada_H100SXMx8_smi_nvidia-smi.txt"))
+    out = nvidia.parse_nvidia_smi(realdata("nvidia_smi", "thamada_H100SXMx8_smi_nvidia-smi.txt"))
     assert [g["index"] for g in out["gpus"]] == list(range(8))
     assert {g["name"] for g in out["gpus"]} == {"NVIDIA H100 80GB HBM3"}
-    zmarty = hostinfo.parse_nvidia_smi(realdata("nvidia_smi", "zmarty_rtxpro6000_ws_580.95.05_nvidia-smi.txt"))
+    zmarty = nvidia.parse_nvidia_smi(realdata("nvidia_smi", "zmarty_rtxpro6000_ws_580.95.05_nvidia-smi.txt"))
     assert zmarty["gpus"][0]["name"] == "NVIDIA RTX PRO 6000 Blac..."
     # the process table below the GPU table (pid 5635, gnome-shell) is not a GPU row
     assert len(zmarty["gpus"]) == 1
@@ -542,7 +544,7 @@ def test_nvidia_smi_table_rows_carry_index_and_name():
 def test_parse_nvidia_smi_csv():
     """--query-gpu=pci.bus_id,persistence_mode,driver_version --format=csv,noheader (what gather runs live)."""
     text = "00000000:01:00.0, Enabled, 580.95.05\n00000000:21:00.0, Disabled, 580.95.05\n"
-    out = hostinfo.parse_nvidia_smi(text)
+    out = nvidia.parse_nvidia_smi(text)
     assert out["format"] == "csv"
     assert out["driver"] == "580.95.05"
     assert out["gpus"] == [{"bus_id": "00000000:01:00.0", "persistence": True},
@@ -550,7 +552,7 @@ def test_parse_nvidia_smi_csv():
 
 
 def test_parse_nvidia_smi_csv_two_columns_and_upper_case():
-    out = hostinfo.parse_nvidia_smi("00000000:C1:00.0, On\n")
+    out = nvidia.parse_nvidia_smi("00000000:C1:00.0, On\n")
     assert out["gpus"] == [{"bus_id": "00000000:c1:00.0", "persistence": True}]
     assert out["driver"] is None
 
@@ -559,7 +561,7 @@ def test_parse_nvidia_smi_csv_two_columns_and_upper_case():
                                   "driver. Make sure that the latest NVIDIA driver is installed and running.\n",
                                   "No devices were found\n"])
 def test_parse_nvidia_smi_without_gpus(text):
-    out = hostinfo.parse_nvidia_smi(text)
+    out = nvidia.parse_nvidia_smi(text)
     assert out["gpus"] == [] and out["format"] == "unknown"
 
 
@@ -570,10 +572,10 @@ def test_parse_nvidia_smi_without_gpus(text):
     ("zmarty_rtxpro6000_ws_580.95.05_nvidia-smi.txt", "pass"),
 ])
 def test_real_nvidia_smi_through_the_driver_check(name, status):
-    smi = hostinfo.parse_nvidia_smi(realdata("nvidia_smi", name))
+    smi = nvidia.parse_nvidia_smi(realdata("nvidia_smi", name))
     facts = {"pci": {"functions": [{"bdf": "0000:01:00.0", "is_gpu": True, "driver": "nvidia"}]},
              "nvidia": {"version": {"version": smi["driver"], "open": False}, "smi": smi, "evidence": []}}
-    res = checks.check_nvidia_driver(facts, merge_policy(None))
+    res = nvidia.check_nvidia_driver(facts, merge_policy(None))
     assert res["status"] == status
     assert len(res["items"]) == len(smi["gpus"])
     if status == "fail":
@@ -586,7 +588,7 @@ def test_read_iommu_amd(tmp_path):
         (tmp_path / "sys/class/iommu" / unit).mkdir(parents=True)
     for group, kind in (("10", "identity"), ("2", "DMA-FQ"), ("0", "DMA-FQ")):
         write(tmp_path, "/sys/kernel/iommu_groups/%s/type" % group, kind + "\n")
-    out = hostinfo.read_iommu(FsRoot(str(tmp_path)))
+    out = iommu.read_iommu(FsRoot(str(tmp_path)))
     assert out["units"] == ["ivhd0", "ivhd1"]
     assert out["groups"] == 3
     assert out["default_domain_type"] == "DMA-FQ"  # group 0, the first in natural order
@@ -596,11 +598,11 @@ def test_read_iommu_amd(tmp_path):
 def test_read_iommu_natural_order_first_group(tmp_path):
     for group, kind in (("10", "DMA"), ("2", "identity")):
         write(tmp_path, "/sys/kernel/iommu_groups/%s/type" % group, kind + "\n")
-    assert hostinfo.read_iommu(FsRoot(str(tmp_path)))["default_domain_type"] == "identity"
+    assert iommu.read_iommu(FsRoot(str(tmp_path)))["default_domain_type"] == "identity"
 
 
 def test_read_iommu_off(tmp_path):
-    out = hostinfo.read_iommu(FsRoot(str(tmp_path)))
+    out = iommu.read_iommu(FsRoot(str(tmp_path)))
     assert out == {"units": [], "groups": 0, "default_domain_type": None,
                    "evidence": ["/sys/class/iommu (0 units)", "/sys/kernel/iommu_groups (0 groups, type None)"]}
 
@@ -676,7 +678,7 @@ def cpufreq_tree(root, policies, amd_pstate_status=None, cmdline="BOOT_IMAGE=/bo
     if amd_pstate_status is not None:
         write(root, CPU + "/amd_pstate/status", amd_pstate_status + "\n")
     nums = sorted(policies)
-    write(root, CPU + "/online", hostinfo.format_cpu_list(nums) + "\n")
+    write(root, CPU + "/online", cpu_list.format_cpu_list(nums) + "\n")
     for num in nums:
         for name, value in policies[num].items():
             write(root, "%s/cpufreq/policy%d/%s" % (CPU, num, name), "" if value is None else "%s\n" % value)
@@ -704,11 +706,11 @@ def cpupower_policy(info, file_set=None):
     return files
 
 
-def audit(fsroot, policy=None, ids=("cpu.scaling_driver", "cpu.governor", "cpu.epp")):
+def audit_cpu(fsroot, policy=None, ids=("cpu.scaling_driver", "cpu.governor", "cpu.epp")):
     policy = policy or merge_policy(None)
     facts = gather(fsroot, None, policy)
     assert facts["cpu"].get("error") is None, facts["cpu"]
-    return facts, {r["id"]: r for r in checks.evaluate(facts, policy, only=set(ids))}
+    return facts, {r["id"]: r for r in audit.evaluate(facts, policy, only=set(ids))}
 
 
 def test_realdata_cpufreq_files_are_all_used():
@@ -738,7 +740,7 @@ def test_parse_cpupower_states_what_the_files_say():
 def test_acpi_cpufreq_host_fails_the_driver_check(tmp_path):
     info = parse_cpupower(realdata("cpufreq", "cpupower_acpi-cpufreq_zenstates1.txt"))
     fs = cpufreq_tree(tmp_path, {info["cpu"]: cpupower_policy(info)})  # no amd_pstate directory at all
-    facts, res = audit(fs)
+    facts, res = audit_cpu(fs)
     pol = facts["cpu"]["policies"]["policy0"]
     assert (pol["driver"], pol["governor"]) == ("acpi-cpufreq", "ondemand")
     drv = res["cpu.scaling_driver"]
@@ -752,14 +754,14 @@ def test_acpi_cpufreq_host_fails_the_driver_check(tmp_path):
     assert "not offered" not in gov["message"]  # performance is in the file's governor list
     assert res["cpu.epp"]["status"] == "skip"
     # a site that accepts acpi-cpufreq (no CPPC in firmware) gets a warning instead
-    _, res = audit(fs, merge_policy({"scaling_driver_fallback": ["acpi-cpufreq"]}))
+    _, res = audit_cpu(fs, merge_policy({"scaling_driver_fallback": ["acpi-cpufreq"]}))
     assert res["cpu.scaling_driver"]["status"] == "warn"
 
 
 def test_amd_pstate_epp_powersave_fails_the_governor_check(tmp_path):
     info = parse_cpupower(realdata("cpufreq", "cpupower_amd-pstate-epp_tlp764.txt"))
     fs = cpufreq_tree(tmp_path, {info["cpu"]: cpupower_policy(info)}, amd_pstate_status="active")
-    facts, res = audit(fs)
+    facts, res = audit_cpu(fs)
     assert list(facts["cpu"]["policies"]) == ["policy12"]
     assert res["cpu.scaling_driver"]["status"] == "pass"
     gov = res["cpu.governor"]
@@ -781,7 +783,7 @@ def test_amd_pstate_policy_file_set_from_ls(tmp_path):
     fs = cpufreq_tree(tmp_path, {0: files}, amd_pstate_status="passive")
     assert fs.listdir(CPU + "/cpufreq/policy0") == file_set
     assert fs.read_value(CPU + "/cpu0/cpufreq/scaling_driver") == "amd-pstate"  # through the cpu0 link
-    out = hostinfo.read_cpufreq(fs)
+    out = cpufreq.read_cpufreq(fs)
     assert out["errors"] == []
     assert out["policies"]["policy0"] == {
         "driver": "amd-pstate", "governor": "schedutil",
@@ -792,7 +794,7 @@ def test_amd_pstate_policy_file_set_from_ls(tmp_path):
 def test_amd_pstate_passive_fails_with_the_runtime_switch_hint(tmp_path):
     _, _, files = _passive_policy()
     fs = cpufreq_tree(tmp_path, {0: files}, amd_pstate_status="passive")
-    _, res = audit(fs)
+    _, res = audit_cpu(fs)
     drv = res["cpu.scaling_driver"]
     assert drv["status"] == "fail"
     assert "amd_pstate is loaded in passive mode" in drv["message"]
@@ -810,7 +812,7 @@ def test_amd_pstate_passive_is_pending_when_grub_has_active(tmp_path):
     fs = cpufreq_tree(tmp_path, {0: files}, amd_pstate_status="passive",
                       cmdline="BOOT_IMAGE=/boot/vmlinuz-6.8.12-4-pve ro quiet amd_pstate=passive",
                       grub_default="quiet amd_pstate=active")
-    facts, res = audit(fs)
+    facts, res = audit_cpu(fs)
     assert facts["boot"]["configured_args"] == ["quiet", "amd_pstate=active"]
     drv = res["cpu.scaling_driver"]
     assert drv["status"] == "pending"
@@ -824,7 +826,7 @@ def test_amd_pstate_passive_with_active_effective_but_not_configured(tmp_path):
     _, _, files = _passive_policy()
     fs = cpufreq_tree(tmp_path, {0: files}, amd_pstate_status="passive",
                       cmdline="BOOT_IMAGE=/boot/vmlinuz-6.8.12-4-pve ro quiet amd_pstate=active")
-    _, res = audit(fs)
+    _, res = audit_cpu(fs)
     assert res["cpu.scaling_driver"]["status"] == "fail"
     assert res["cpu.scaling_driver"]["reboot_required"] is True
 
@@ -841,19 +843,19 @@ def _manjaro_policies(governor, epp):
 
 def test_amd_pstate_epp_listing_values(tmp_path):
     fs = cpufreq_tree(tmp_path, _manjaro_policies("performance", "performance"), amd_pstate_status="active")
-    out = hostinfo.read_cpufreq(fs)
+    out = cpufreq.read_cpufreq(fs)
     assert len(out["policies"]) == 16
     for pol in out["policies"].values():
         assert pol["available_epp"] == ["default", "performance", "balance_performance", "balance_power", "power"]
         assert pol["available_governors"] == ["performance", "powersave"]
-    _, res = audit(fs)
+    _, res = audit_cpu(fs)
     assert [res[c]["status"] for c in ("cpu.scaling_driver", "cpu.governor", "cpu.epp")] == ["pass"] * 3
 
 
 @pytest.mark.parametrize("epp", ["balance_power", "power", "balance_performance", "default"])
 def test_amd_pstate_epp_listing_non_performance_epp_fails(tmp_path, epp):
     fs = cpufreq_tree(tmp_path, _manjaro_policies("powersave", epp), amd_pstate_status="active")
-    _, res = audit(fs)
+    _, res = audit_cpu(fs)
     assert res["cpu.epp"]["status"] == "fail"
     assert res["cpu.epp"]["message"] == "16 of 16 policies do not prefer performance"
     assert res["cpu.epp"]["items"][0]["name"] == "epp=%s" % epp
@@ -863,7 +865,7 @@ def test_amd_pstate_epp_listing_non_performance_epp_fails(tmp_path, epp):
 def test_amd_pstate_epp_listing_governor_not_offered(tmp_path):
     """The listing offers only performance/powersave: a policy asking for schedutil says so."""
     fs = cpufreq_tree(tmp_path, _manjaro_policies("powersave", "performance"), amd_pstate_status="active")
-    _, res = audit(fs, merge_policy({"governor": "schedutil"}))
+    _, res = audit_cpu(fs, merge_policy({"governor": "schedutil"}))
     gov = res["cpu.governor"]
     assert gov["status"] == "fail"
     assert "schedutil is not offered by the driver on policy0, policy1" in gov["message"]

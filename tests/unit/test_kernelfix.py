@@ -12,9 +12,8 @@ import os
 import sys
 
 import pytest
-
-from ansible.module_utils.pvetune import kernelfix
-from ansible.module_utils.pvetune.bootcfg import BootConfigError
+from ansible.module_utils.pvetune.concerns import kernel_fix
+from ansible.module_utils.pvetune.formats.kernel_cmdline import BootConfigError
 from conftest import TOP
 from modharness import run_module
 
@@ -64,84 +63,84 @@ def add_kernel(root, ver, initrd=True):
 
 # -- pure functions ------------------------------------------------------------------
 def test_validate_request_defaults_and_consistency():
-    assert kernelfix.validate_request("proxmox-kernel-6.14", "6.14", None) == ("proxmox-kernel-6.14", "6.14", None)
-    assert kernelfix.validate_request("proxmox-kernel-6.14", "6.14", "6.14.8-2-pve")[2] == "6.14.8-2-pve"
+    assert kernel_fix.validate_request("proxmox-kernel-6.14", "6.14", None) == ("proxmox-kernel-6.14", "6.14", None)
+    assert kernel_fix.validate_request("proxmox-kernel-6.14", "6.14", "6.14.8-2-pve")[2] == "6.14.8-2-pve"
     with pytest.raises(BootConfigError, match="installs the 6.8 series"):
-        kernelfix.validate_request("proxmox-kernel-6.8", "6.14", None)
+        kernel_fix.validate_request("proxmox-kernel-6.8", "6.14", None)
     with pytest.raises(BootConfigError, match="not in the 6.14 series"):
-        kernelfix.validate_request("proxmox-kernel-6.14", "6.14", "6.8.12-4-pve")
+        kernel_fix.validate_request("proxmox-kernel-6.14", "6.14", "6.8.12-4-pve")
     with pytest.raises(BootConfigError, match="not in the 6.14 series"):
-        kernelfix.validate_request("proxmox-kernel-6.14", "6.14", "6.140.1-1-pve")
+        kernel_fix.validate_request("proxmox-kernel-6.14", "6.14", "6.140.1-1-pve")
 
 
 @pytest.mark.parametrize("bad", BAD_VERSIONS)
 def test_validate_request_rejects_bad_versions(bad):
     with pytest.raises(BootConfigError):
-        kernelfix.validate_request("proxmox-kernel-6.14", "6.14", bad)
+        kernel_fix.validate_request("proxmox-kernel-6.14", "6.14", bad)
 
 
 @pytest.mark.parametrize("bad", BAD_PACKAGES)
 def test_validate_request_rejects_bad_packages(bad):
     with pytest.raises(BootConfigError):
-        kernelfix.validate_request(bad, "6.14", None)
+        kernel_fix.validate_request(bad, "6.14", None)
 
 
 @pytest.mark.parametrize("bad", BAD_SERIES)
 def test_validate_request_rejects_bad_series(bad):
     with pytest.raises(BootConfigError):
-        kernelfix.validate_request("pve-custom-kernel", bad, None)
+        kernel_fix.validate_request("pve-custom-kernel", bad, None)
 
 
 def test_choose_version_is_the_newest_of_the_series_by_version_sort():
     images = ["6.8.12-4-pve", "6.14.9-1-pve", "6.14.10-1-pve", "6.14.8-2-pve", "6.15.1-1-pve"]
-    assert kernelfix.series_kernels(images, "6.14") == ["6.14.8-2-pve", "6.14.9-1-pve", "6.14.10-1-pve"]
-    assert kernelfix.choose_version(images, "6.14") == "6.14.10-1-pve"
-    assert kernelfix.choose_version(images, "6.14", "6.14.9-1-pve") == "6.14.9-1-pve"
-    assert kernelfix.choose_version(images, "6.14", "6.14.99-1-pve") is None
-    assert kernelfix.choose_version(images, "6.11") is None
+    assert kernel_fix.series_kernels(images, "6.14") == ["6.14.8-2-pve", "6.14.9-1-pve", "6.14.10-1-pve"]
+    assert kernel_fix.choose_version(images, "6.14") == "6.14.10-1-pve"
+    assert kernel_fix.choose_version(images, "6.14", "6.14.9-1-pve") == "6.14.9-1-pve"
+    assert kernel_fix.choose_version(images, "6.14", "6.14.99-1-pve") is None
+    assert kernel_fix.choose_version(images, "6.11") is None
 
 
 def test_grub_pin_matches_what_proxmox_boot_tool_wrote_on_pve_gpu03():
     with open(os.path.join(DEMO, "pve-gpu01", "boot", "grub", "grub.cfg")) as handle:
         cfg = handle.read()
-    assert kernelfix.grub_root_devids(cfg) == [DEVID]
+    assert kernel_fix.grub_root_devids(cfg) == [DEVID]
     with open(os.path.join(DEMO, "pve-gpu03", PIN_SNIPPET)) as handle:
-        assert kernelfix.render_grub_pin("6.14.8-2-pve", DEVID) == handle.read()
+        assert kernel_fix.render_grub_pin("6.14.8-2-pve", DEVID) == handle.read()
 
 
 def test_plan_pin_files():
     with open(os.path.join(DEMO, "pve-gpu01", "boot", "grub", "grub.cfg")) as handle:
         cfg = handle.read()
-    grub = kernelfix.plan_pin_files("6.14.8-2-pve", "grub", grub_cfg_text=cfg)
+    grub = kernel_fix.plan_pin_files("6.14.8-2-pve", "grub", grub_cfg_text=cfg)
     assert grub == [("/etc/kernel/proxmox-boot-pin", "6.14.8-2-pve\n"),
                     ("/etc/default/grub.d/proxmox-kernel-pin.cfg",
                      'GRUB_DEFAULT="gnulinux-advanced-%s>gnulinux-6.14.8-2-pve-advanced-%s"\n' % (DEVID, DEVID))]
     # A next-boot pin wins for GRUB_DEFAULT, as in proxmox-boot-tool.
-    nb = kernelfix.plan_pin_files("6.14.8-2-pve", "grub", next_boot="6.8.12-4-pve", grub_cfg_text=cfg)
+    nb = kernel_fix.plan_pin_files("6.14.8-2-pve", "grub", next_boot="6.8.12-4-pve", grub_cfg_text=cfg)
     assert "gnulinux-6.8.12-4-pve-advanced" in nb[1][1]
-    assert kernelfix.plan_pin_files("6.14.8-2-pve", "systemd-boot") == [("/etc/kernel/proxmox-boot-pin",
+    assert kernel_fix.plan_pin_files("6.14.8-2-pve", "systemd-boot") == [("/etc/kernel/proxmox-boot-pin",
                                                                         "6.14.8-2-pve\n")]
     with pytest.raises(BootConfigError, match="gnulinux-advanced"):
-        kernelfix.plan_pin_files("6.14.8-2-pve", "grub", grub_cfg_text=None)
+        kernel_fix.plan_pin_files("6.14.8-2-pve", "grub", grub_cfg_text=None)
     with pytest.raises(BootConfigError, match="2 'gnulinux-advanced"):
-        kernelfix.plan_pin_files("6.14.8-2-pve", "grub", grub_cfg_text=cfg + cfg)
+        kernel_fix.plan_pin_files("6.14.8-2-pve", "grub", grub_cfg_text=cfg + cfg)
     with pytest.raises(BootConfigError):
-        kernelfix.render_grub_pin("6.14.8-2-pve", 'x" ; reboot ; "')
+        kernel_fix.render_grub_pin("6.14.8-2-pve", 'x" ; reboot ; "')
 
 
 def test_pin_commands():
-    assert kernelfix.pin_commands("6.14.8-2-pve", True, False) == [("proxmox-boot-tool", ["kernel", "pin",
+    assert kernel_fix.pin_commands("6.14.8-2-pve", True, False) == [("proxmox-boot-tool", ["kernel", "pin",
                                                                                             "6.14.8-2-pve"])]
-    assert kernelfix.pin_commands("6.14.8-2-pve", True, True)[-1] == ("proxmox-boot-tool", ["refresh"])
-    assert kernelfix.pin_commands("6.14.8-2-pve", False, False) == [("update-grub", [])]
+    assert kernel_fix.pin_commands("6.14.8-2-pve", True, True)[-1] == ("proxmox-boot-tool", ["refresh"])
+    assert kernel_fix.pin_commands("6.14.8-2-pve", False, False) == [("update-grub", [])]
 
 
 def test_listed_by_pbt():
     text = ("Manually selected kernels:\nNone.\n\nAutomatically selected kernels:\n6.14.8-2-pve\n6.8.12-4-pve\n\n"
             "Pinned kernel:\n6.14.8-2-pve\n")
-    assert kernelfix.listed_by_pbt(text, "6.14.8-2-pve")[0] is True
-    assert kernelfix.listed_by_pbt(text, "6.14.1-1-pve")[0] is False
-    assert kernelfix.install_command("proxmox-kernel-6.14") == ("apt-get", ["install", "-y", "proxmox-kernel-6.14"])
+    assert kernel_fix.listed_by_pbt(text, "6.14.8-2-pve")[0] is True
+    assert kernel_fix.listed_by_pbt(text, "6.14.1-1-pve")[0] is False
+    assert kernel_fix.install_command("proxmox-kernel-6.14") == ("apt-get", ["install", "-y", "proxmox-kernel-6.14"])
 
 
 # -- the module on the demo hosts ------------------------------------------------------

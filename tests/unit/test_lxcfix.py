@@ -1,4 +1,4 @@
-"""pvetune_lxc_gpu, lxcfix.boot_apply, the pct/nvidia-modprobe stand-ins and pvetune-boot lxc-gpu.
+"""pvetune_lxc_gpu, lxcgpu_boot.boot_apply, the pct/nvidia-modprobe stand-ins and pvetune-boot lxc-gpu.
 
 Every test works on a scratch copy of a demo host (scripts/scratch_host.make_scratch) with the
 stand-ins from tests/standins/ in <tree>/.pvetune/bin.  pve-gpu01: CT 101 (onboot, 8 GPUs) names
@@ -16,14 +16,12 @@ import sys
 import tempfile
 
 import pytest
-
-from runtimeutil import run_helper
-
-from ansible.module_utils.pvetune import lxcfix
 from ansible.module_utils.pvetune import bootunits
+from ansible.module_utils.pvetune.concerns import lxcgpu_boot, lxcgpu_fix, lxcgpu_pct
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.runner import Runner
 from modharness import run_module
+from runtimeutil import run_helper
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
@@ -333,7 +331,7 @@ def test_ct_locked_by_proxmox_is_refused(tmp_path):
 
 def test_config_lock_held_by_another_task_is_refused(tmp_path, monkeypatch):
     tree = scratch(tmp_path)
-    monkeypatch.setattr(lxcfix, "LOCK_TIMEOUT", 0.3)
+    monkeypatch.setattr(lxcgpu_pct, "LOCK_TIMEOUT", 0.3)
     lock = os.path.join(tree, "run/lock/lxc/pve-config-101.lock")
     os.makedirs(os.path.dirname(lock))
     with open(lock, "a") as handle:
@@ -479,10 +477,10 @@ def test_bad_options_are_rejected(tmp_path, args):
 
 
 def test_validate_ctids_normalises():
-    assert lxcfix.validate_ctids([103, "101", 101, "999999999"]) == [101, 103, 999999999]
-    assert lxcfix.validate_ctids([]) == [] and lxcfix.validate_ctids(None) == []
+    assert lxcgpu_fix.validate_ctids([103, "101", 101, "999999999"]) == [101, 103, 999999999]
+    assert lxcgpu_fix.validate_ctids([]) == [] and lxcgpu_fix.validate_ctids(None) == []
     with pytest.raises(ValueError):
-        lxcfix.validate_ctids("101")
+        lxcgpu_fix.validate_ctids("101")
 
 
 # -- boot-time re-application ------------------------------------------------------------
@@ -493,7 +491,7 @@ def test_boot_apply_after_a_reboot_with_a_new_uvm_major(tmp_path):
     change_uvm_major(tree, 509, 510)
     reset_calls(tree)
     fsroot, runner = runner_for(tree)
-    ok, messages = lxcfix.boot_apply(fsroot, runner, {"ctids": [], "cgroup_version": "auto", "wait_seconds": 0})
+    ok, messages = lxcgpu_boot.boot_apply(fsroot, runner, {"ctids": [], "cgroup_version": "auto", "wait_seconds": 0})
     assert ok, messages
     new_lines = lines(read(tree, CONF_101))
     assert new_lines[13] == b"lxc.cgroup2.devices.allow: c 510:* rwm\n"
@@ -506,7 +504,7 @@ def test_boot_apply_after_a_reboot_with_a_new_uvm_major(tmp_path):
     # pve-guests starts the CT afterwards: it gets the new major
     assert pct(tree, "start", "101").returncode == 0
     assert pct_state(tree)["cts"]["101"]["nodes"]["/dev/nvidia-uvm"] == "ok"
-    ok, messages = lxcfix.boot_apply(fsroot, runner, {"ctids": [101]})
+    ok, messages = lxcgpu_boot.boot_apply(fsroot, runner, {"ctids": [101]})
     assert ok and any("already current" in m for m in messages)
 
 
@@ -516,7 +514,7 @@ def test_boot_apply_loads_uvm_with_nvidia_modprobe_when_the_node_is_missing(tmp_
     for rel in ("proc/devices", ".pvetune/dev_nvidia.ls"):
         write(tree, rel, b"".join(x for x in lines(read(tree, rel)) if b"nvidia-uvm" not in x))
     fsroot, runner = runner_for(tree)
-    ok, messages = lxcfix.boot_apply(fsroot, runner, {"wait_seconds": 0})
+    ok, messages = lxcgpu_boot.boot_apply(fsroot, runner, {"wait_seconds": 0})
     assert ok, messages
     assert calls(tree) == [["nvidia-modprobe", "-u", "-c0"]]
     assert b"237 nvidia-uvm" in read(tree, "proc/devices")      # find_dynamic_major: 254..234 first
@@ -532,7 +530,7 @@ def test_boot_apply_gives_up_after_the_wait_and_changes_nothing_unsafe(tmp_path)
     original = read(tree, CONF_101)
     fsroot, runner = runner_for(tree)
     clock = FakeClock()
-    ok, messages = lxcfix.boot_apply(fsroot, runner, {"wait_seconds": 5}, sleep=clock.sleep, clock=clock.clock)
+    ok, messages = lxcgpu_boot.boot_apply(fsroot, runner, {"wait_seconds": 5}, sleep=clock.sleep, clock=clock.clock)
     assert not ok
     assert 5 <= clock.now <= 7
     assert any("not ready after 5 s" in m for m in messages)
@@ -547,7 +545,7 @@ def test_boot_apply_without_gpu_cts_does_not_wait(tmp_path):
     os.unlink(os.path.join(tree, "proc/driver/nvidia/version"))
     fsroot, runner = runner_for(tree)
     clock = FakeClock()
-    ok, messages = lxcfix.boot_apply(fsroot, runner, {}, sleep=clock.sleep, clock=clock.clock)
+    ok, messages = lxcgpu_boot.boot_apply(fsroot, runner, {}, sleep=clock.sleep, clock=clock.clock)
     assert ok and clock.now == 0 and "no CT passes NVIDIA devices" in messages
 
 
@@ -555,7 +553,7 @@ def test_boot_apply_without_pmxcfs_fails(tmp_path):
     tree = scratch(tmp_path)
     os.unlink(os.path.join(tree, "etc/pve/lxc"))
     fsroot, runner = runner_for(tree)
-    ok, messages = lxcfix.boot_apply(fsroot, runner, {})
+    ok, messages = lxcgpu_boot.boot_apply(fsroot, runner, {})
     assert not ok and "pmxcfs" in messages[0]
 
 
@@ -565,7 +563,7 @@ def test_boot_apply_rejects_bad_configuration(tmp_path, config):
     tree = scratch(tmp_path)
     before = tree_bytes(tree, exclude=())
     fsroot, runner = runner_for(tree)
-    ok, messages = lxcfix.boot_apply(fsroot, runner, config)
+    ok, messages = lxcgpu_boot.boot_apply(fsroot, runner, config)
     assert not ok and messages[0].startswith("configuration: ")
     assert tree_bytes(tree, exclude=()) == before
 
@@ -574,7 +572,7 @@ def test_boot_apply_with_corrupt_state_still_fixes_but_fails_the_unit(tmp_path):
     tree = scratch(tmp_path)
     write(tree, "var/lib/pvetune/nvidia-majors.json", b"[]")
     fsroot, runner = runner_for(tree)
-    ok, messages = lxcfix.boot_apply(fsroot, runner, {"wait_seconds": 0})
+    ok, messages = lxcgpu_boot.boot_apply(fsroot, runner, {"wait_seconds": 0})
     assert not ok and any("nvidia-majors.json" in m for m in messages)
     assert lines(read(tree, CONF_101))[13] == FIXED
     assert read(tree, "var/lib/pvetune/nvidia-majors.json") == b"[]"

@@ -9,21 +9,17 @@ import re
 import stat
 
 import pytest
-
+from ansible.module_utils.pvetune.concerns.lxcgpu import evaluate_ct
+from ansible.module_utils.pvetune.concerns.lxcgpu_regen import diff_lines, regenerate
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.lxcgpu import (
+from ansible.module_utils.pvetune.formats.ct_config import (
     KEY_ALLOW_V1,
     KEY_ALLOW_V2,
-    diff_lines,
-    evaluate_ct,
-    nvidia_majors,
     parse_ct_config,
     parse_device_rule,
-    parse_ls_dev,
-    parse_proc_devices,
-    regenerate,
-    stat_dev_nodes,
 )
+from ansible.module_utils.pvetune.formats.dev_nodes import parse_ls_dev, stat_dev_nodes
+from ansible.module_utils.pvetune.formats.proc_devices import nvidia_majors, parse_proc_devices
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
 REAL = os.path.join(FIXTURES, "realdata")

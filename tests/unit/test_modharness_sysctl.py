@@ -3,7 +3,6 @@ import os
 import shutil
 
 import pytest
-
 from modharness import run_module
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

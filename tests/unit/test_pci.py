@@ -11,18 +11,15 @@ import struct
 import subprocess
 
 import pytest
+from ansible.module_utils.pvetune.concerns.pcie import list_functions
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.pci import (
+from ansible.module_utils.pvetune.formats.pci_config import (
     PciConfigError,
-    build_config,
     devctl_mrrs,
-    is_nvidia_gpu,
-    list_functions,
     mrrs_encoding,
     normalize_bdf,
     normalize_speed,
     parse_config,
-    parse_lspci_hexdump,
     parse_setpci_word,
     setpci_mrrs_args,
     setpci_read_args,
@@ -30,6 +27,7 @@ from ansible.module_utils.pvetune.pci import (
     sysfs_path_for_root,
     validate_bdf,
 )
+from pcibuild import build_config, is_nvidia_gpu, parse_lspci_hexdump
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REALDATA = os.path.join(os.path.dirname(HERE), "fixtures", "realdata", "lspci_xxx")

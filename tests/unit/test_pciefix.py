@@ -9,18 +9,12 @@ import shutil
 import subprocess
 import sys
 
+import pcibuild
 import pytest
 import yaml
-
-from runtimeutil import run_helper
-
-from modharness import run_module
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import pci
 from ansible.module_utils.pvetune import bootunits
-from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.pciefix import (
+from ansible.module_utils.pvetune.concerns.pcie_fix import (
     MrrsError,
     apply_step,
     boot_apply,
@@ -30,7 +24,11 @@ from ansible.module_utils.pvetune.pciefix import (
     validate_config,
     validate_options,
 )
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.runner import CommandUnavailable, Runner
+from ansible.module_utils.pvetune.formats import pci_config
+from modharness import run_module
+from runtimeutil import run_helper
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
@@ -79,13 +77,13 @@ def config_bytes(root, bdf):
 
 
 def mrrs_of(root, bdf):
-    return pci.parse_config(config_bytes(root, bdf))["mrrs"]
+    return pci_config.parse_config(config_bytes(root, bdf))["mrrs"]
 
 
 def set_mrrs_bytes(root, bdf, size):
     """What the firmware does at boot: MRRS back to ``size`` (bytes written directly, no setpci)."""
     data = bytearray(config_bytes(root, bdf))
-    cap = pci.parse_config(bytes(data))["cap_exp"]
+    cap = pci_config.parse_config(bytes(data))["cap_exp"]
     word = int.from_bytes(data[cap + 8:cap + 10], "little")
     word = devctl_with_mrrs(word, size)
     data[cap + 8:cap + 10] = word.to_bytes(2, "little")
@@ -215,12 +213,12 @@ class Recorder:
 def test_run_system_accepts_exactly_the_tree_setpci(shared_gpu01):
     rec = Recorder((0, "2137\n", ""))
     runner = Runner(FsRoot(shared_gpu01), rec, path=(os.path.dirname(SETPCI or "/usr/bin/setpci"),))
-    sysfs = pci.sysfs_path_for_root(FsRoot(shared_gpu01).root)
-    args = pci.setpci_read_args("0000:01:00.0", sysfs)
+    sysfs = pci_config.sysfs_path_for_root(FsRoot(shared_gpu01).root)
+    args = pci_config.setpci_read_args("0000:01:00.0", sysfs)
     assert runner.run_system("setpci", args) == (0, "2137\n", "")
     argv, env = rec.calls[0]
     assert argv == [SETPCI] + args and env["PVETUNE_ROOT"] == FsRoot(shared_gpu01).root
-    runner.run_system("setpci", pci.setpci_mrrs_args("0000:01:00.0", 4096, sysfs))
+    runner.run_system("setpci", pci_config.setpci_mrrs_args("0000:01:00.0", 4096, sysfs))
     assert rec.calls[1][0][-1] == "CAP_EXP+8.w=5000:7000"
 
 
@@ -270,15 +268,15 @@ def test_run_system_refuses_a_device_link_out_of_the_tree(tmp_path):
     # A tree whose device symlink points at another directory (as an absolute link to /sys would).
     outside = tmp_path / "outside" / "0000:01:00.0"
     outside.mkdir(parents=True)
-    (outside / "config").write_bytes(pci.build_config(0x10DE, 0x2BB5, 0x030200))
+    (outside / "config").write_bytes(pcibuild.build_config(0x10DE, 0x2BB5, 0x030200))
     root = tmp_path / "tree"
     (root / "sys/bus/pci/devices").mkdir(parents=True)
     os.symlink(str(outside), str(root / "sys/bus/pci/devices/0000:01:00.0"))
     fs = FsRoot(str(root))
     rec = Recorder()
     with pytest.raises(CommandUnavailable, match="outside the root"):
-        Runner(fs, rec).run_system("setpci", pci.setpci_mrrs_args("0000:01:00.0", 4096,
-                                                                  pci.sysfs_path_for_root(fs.root)))
+        Runner(fs, rec).run_system("setpci", pci_config.setpci_mrrs_args("0000:01:00.0", 4096,
+                                                                  pci_config.sysfs_path_for_root(fs.root)))
     assert rec.calls == []
 
 
@@ -338,8 +336,8 @@ def test_readback_must_match_the_config_file(shared_gpu01):
 @needs_setpci
 def test_real_setpci_prints_no_devices_selected_and_exits_0(shared_gpu01):
     """The behaviour the failure check exists for (run directly, on the tree only)."""
-    sysfs = pci.sysfs_path_for_root(FsRoot(shared_gpu01).root)
-    proc = guarded_run_fn(shared_gpu01)([SETPCI] + pci.setpci_read_args("0000:77:00.0", sysfs))
+    sysfs = pci_config.sysfs_path_for_root(FsRoot(shared_gpu01).root)
+    proc = guarded_run_fn(shared_gpu01)([SETPCI] + pci_config.setpci_read_args("0000:77:00.0", sysfs))
     assert proc[0] == 0 and "No devices selected" in proc[2]
 
 
@@ -369,8 +367,8 @@ def test_module_apply_sets_4096_and_nothing_else_then_idempotent(tmp_path, guard
     assert [f["result"] for f in res["functions"]] == ["done"] * 8
     for bdf in GPUS:
         old, new = originals[bdf], config_bytes(root, bdf)
-        cap = pci.parse_config(old)["cap_exp"]
-        assert pci.parse_config(new)["mrrs"] == 4096
+        cap = pci_config.parse_config(old)["cap_exp"]
+        assert pci_config.parse_config(new)["mrrs"] == 4096
         assert len(old) == len(new)
         diffs = [i for i in range(len(old)) if old[i] != new[i]]
         assert diffs == [cap + 9], bdf  # the high byte of Device Control
@@ -440,7 +438,9 @@ def test_module_documentation_matches_argument_spec():
     from conftest import load_library_module
 
     mod = load_library_module("pvetune_pcie_mrrs")
-    doc = yaml.safe_load(mod.DOCUMENTATION)["options"]
+    from test_module_docs import module_doc  # the options with the doc fragments merged, as ansible-doc shows them
+
+    doc = module_doc(mod)["options"]
     spec = mod.ARGUMENT_SPEC
     assert sorted(doc) == sorted(spec)
     for name, opt in spec.items():

@@ -9,8 +9,13 @@ import os
 import pytest
 import yaml
 from ansible.module_utils.pvetune.core.catalogue import BY_ID
-from ansible.module_utils.pvetune.core.policy import (DEFAULT_POLICY, MRRS_SIZES, PolicyError, merge_policy,
-                                                     validate_policy)
+from ansible.module_utils.pvetune.core.policy import (
+    DEFAULT_POLICY,
+    MRRS_SIZES,
+    PolicyError,
+    merge_policy,
+    validate_policy,
+)
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -13,10 +13,9 @@ import jsonschema
 import pytest
 import yaml
 from ansible.module_utils.pvetune import report
+from ansible.module_utils.pvetune.audit import evaluate, gather
 from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
-from ansible.module_utils.pvetune.checks import evaluate
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.gather import gather
 from ansible.module_utils.pvetune.core.policy import merge_policy
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

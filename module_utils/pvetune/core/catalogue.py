@@ -3,10 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The check catalogue: every check pvetune knows, as data.
 
-One entry per check: id, title, severity, the expected value (a template
-filled from the policy), why it matters, how to fix it, the fix playbook tag,
-and whether the fix needs a reboot.  The evaluators in checks.py produce the
-current value and the status; everything an operator reads comes from here.
+One entry per check: id, the concern that owns it (a module in concerns/, whose CHECKS holds its evaluator),
+title, severity, the expected value (a template filled from the policy), why it matters, how to fix it, the fix
+playbook tag, and whether the fix needs a reboot.  The evaluators produce the current value and the status;
+everything an operator reads comes from here.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,6 +18,7 @@ STATUSES = ("pass", "fail", "warn", "pending", "skip", "error")
 CATALOGUE = (
     {
         "id": "cpu.scaling_driver",
+        "concern": "cpufreq",
         "title": "CPU frequency driver: amd-pstate in active (EPP) mode",
         "severity": "high",
         "expected": "{scaling_driver} on every policy (amd_pstate={amd_pstate_mode})",
@@ -38,6 +39,7 @@ CATALOGUE = (
     },
     {
         "id": "cpu.governor",
+        "concern": "cpufreq",
         "title": "CPU frequency governor: performance on every policy",
         "severity": "high",
         "expected": "{governor} on every policy",
@@ -54,6 +56,7 @@ CATALOGUE = (
     },
     {
         "id": "cpu.epp",
+        "concern": "cpufreq",
         "title": "Energy-performance preference: performance (where the driver offers EPP)",
         "severity": "medium",
         "expected": "{epp} on every policy that has energy_performance_preference",
@@ -70,6 +73,7 @@ CATALOGUE = (
     },
     {
         "id": "cpu.cstates",
+        "concern": "cstates",
         "title": "C-states: processor.max_cstate={max_cstate} effective, nothing deeper than C{max_cstate} enabled",
         "severity": "high",
         "expected": ("processor.max_cstate={max_cstate} on /proc/cmdline and no enabled idle state deeper than "
@@ -88,6 +92,7 @@ CATALOGUE = (
     },
     {
         "id": "kernel.numa_balancing",
+        "concern": "numa",
         "title": "Automatic NUMA balancing off",
         "severity": "high",
         "expected": "kernel.numa_balancing = {numa_balancing} at runtime and persisted in /etc/sysctl.d",
@@ -105,6 +110,7 @@ CATALOGUE = (
     },
     {
         "id": "pcie.mrrs",
+        "concern": "pcie",
         "title": "PCIe Max Read Request Size {pcie_mrrs} on every NVIDIA GPU",
         "severity": "high",
         "expected": ("MaxReadReq {pcie_mrrs} bytes on every NVIDIA function (vendor {pcie_vendor}, "
@@ -124,6 +130,7 @@ CATALOGUE = (
     },
     {
         "id": "pcie.link",
+        "concern": "pcie",
         "title": "PCIe link of every NVIDIA GPU at its capability",
         "severity": "medium",
         "expected": "LnkSta speed and width equal to LnkCap (speed may drop at idle)",
@@ -141,6 +148,7 @@ CATALOGUE = (
     },
     {
         "id": "kernel.version",
+        "concern": "kernel",
         "title": "Kernel series {kernel_series} running",
         "severity": "medium",
         "expected": "a {kernel_series}.x kernel running, and pinned or default for the next boot",
@@ -157,6 +165,7 @@ CATALOGUE = (
     },
     {
         "id": "boot.cmdline",
+        "concern": "bootargs",
         "title": "Kernel command line has the required arguments (configured and effective)",
         "severity": "high",
         "expected": "{cmdline_required_str} configured in the active boot loader and present in /proc/cmdline",
@@ -175,6 +184,7 @@ CATALOGUE = (
     },
     {
         "id": "lxc.gpu_devices",
+        "concern": "lxcgpu",
         "title": "GPU containers allow the host's current NVIDIA device majors",
         "severity": "critical",
         "expected": ("every NVIDIA node a CT mounts is covered by an allow line with its current major, "
@@ -194,6 +204,7 @@ CATALOGUE = (
     },
     {
         "id": "nvidia.driver",
+        "concern": "nvidia",
         "title": "NVIDIA driver loaded, persistence mode on",
         "severity": "medium",
         "expected": "driver loaded (/proc/driver/nvidia/version), persistence mode enabled on every GPU",
@@ -207,6 +218,7 @@ CATALOGUE = (
     },
     {
         "id": "iommu.mode",
+        "concern": "iommu",
         "title": "IOMMU mode (informational)",
         "severity": "info",
         "expected": "informational: IOMMU on with iommu=pt (passthrough for host-owned devices) is the usual choice",
@@ -233,3 +245,8 @@ def policy_context(policy):
 def render(check_id, field, policy):
     """A catalogue text with the policy's values filled in."""
     return BY_ID[check_id][field].format(**policy_context(policy))
+
+
+# The one list of severities, most severe first; everything else (ranks, choices, docs) derives from it.
+SEVERITIES = ("critical", "high", "medium", "low", "info")
+SEVERITY_RANK = {name: len(SEVERITIES) - 1 - i for i, name in enumerate(SEVERITIES)}

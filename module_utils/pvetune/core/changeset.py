@@ -82,6 +82,7 @@ class ChangeSet:
         self.runtime = []  # dicts: key, path, before, after
         self.written = []  # (path, before bytes or None) actually written by apply()
         self.created_dirs = []  # real paths of directories apply() created, parents first (restore_run removes them)
+        self.removed_modes = {}  # host path -> mode of a file apply() removed (restore_run recreates it so)
         self.applied = False
 
     # -- planning -----------------------------------------------------------
@@ -101,8 +102,16 @@ class ChangeSet:
         before = self.read(host_path)
         if before == new_data:
             return False
+        self._refuse_symlink(host_path)
         self.files.append({"path": host_path, "before": before, "after": new_data, "mode": mode, "remove": False})
         return True
+
+    def _refuse_symlink(self, host_path):
+        """A file write or removal never goes through a symlink: inside a tree it would change the link's
+        target, on the live host replace or remove the link itself; neither is what was planned."""
+        real = self.fsroot.path(host_path, follow_last=False)
+        if os.path.islink(real):
+            raise ChangeError("%s is a symlink to %s; not writing through it" % (host_path, os.readlink(real)))
 
     def plan_symlink(self, host_path, target):
         """Plan ``host_path`` to be a symlink to ``target``; returns True if that is a change."""
@@ -131,6 +140,7 @@ class ChangeSet:
         before = self.read(host_path)
         if before is None:
             return False
+        self._refuse_symlink(host_path)
         self.files.append({"path": host_path, "before": before, "after": None, "mode": None, "remove": True})
         return True
 
@@ -262,6 +272,9 @@ class ChangeSet:
                     _atomic_write(backup, item["before"], 0o600)
                 real = self.fsroot.path(item["path"])
                 if item["remove"]:
+                    st = self._stat(item["path"])
+                    if st is not None:
+                        self.removed_modes[item["path"]] = st.st_mode & 0o7777
                     os.unlink(real)
                 else:
                     self._create_parents(manifest, item["path"])
@@ -336,7 +349,7 @@ class ChangeSet:
                 elif is_pmxcfs(path):
                     _inplace_write(real, before, path)
                 else:
-                    _atomic_write(real, before, None)
+                    _atomic_write(real, before, self.removed_modes.get(path))
             except (OSError, IOError, FsError, ChangeError) as exc:
                 # Never raise from here: the caller is already reporting a failure.  Say what is left to do.
                 restored.append("%s (NOT restored: %s; the original is in %s/runs/%s)"

@@ -251,3 +251,6 @@ class FsRoot:
             return os.readlink(self.path(host_path, follow_last=False))
         except (OSError, IOError) as exc:
             raise FsError(host_path, _reason(exc))
+
+
+SNAPSHOT_DIR = "/.pvetune"

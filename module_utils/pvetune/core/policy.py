@@ -18,8 +18,6 @@ import re
 
 from ansible.module_utils.pvetune.core.catalogue import BY_ID
 
-SEVERITIES = ("critical", "high", "medium", "low", "info")
-
 DEFAULT_POLICY = {
     # CPU frequency scaling (AMD hosts): amd_pstate in active (EPP) mode.
     "amd_pstate_mode": "active",

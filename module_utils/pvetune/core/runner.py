@@ -149,3 +149,63 @@ class Runner:
                 refuse("%s does not exist" % path)
             if not real.startswith(inside):
                 refuse("%s resolves to %s, outside the root" % (path, real))
+
+
+def command_record(cmd, rc, out, err, limit=2000):
+    """What a module returns for a command it ran: argv, rc and the tails of its output."""
+    def tail(text):
+        text = text or ""
+        return text if len(text) <= limit else "..." + text[-limit:]
+    return {"cmd": list(cmd), "rc": rc, "stdout": tail(out), "stderr": tail(err)}
+
+
+class RunFailed(Exception):
+    """A fix step failed: ``msg``, the paths put back (``restored``) and extra result keys for fail_json."""
+
+    def __init__(self, msg, **result):
+        super(RunFailed, self).__init__(msg)
+        self.msg = msg
+        self.result = result  # extra result keys for fail_json (``restored``: the paths put back)
+
+    def fail_kwargs(self):
+        """fail_json keyword arguments: msg and the extra result keys."""
+        data = dict(self.result)
+        data["msg"] = self.msg
+        return data
+
+
+def run_or_restore(runner, changes, name, args, what, commands=None, skipped=None, required=True, env=None,
+                   purpose=""):
+    """Run ``name args``; when it fails, undo ``changes``' writes and raise RunFailed.
+
+    ``what`` says what the restore means, with one ``%s`` for the restored paths (e.g. "the boot
+    configuration was restored (%s)").  ``changes=None``: nothing was written, nothing to restore, no
+    ``what``.  A missing command is fatal when ``required`` (then the files are restored too); otherwise
+    it is appended to ``skipped`` and None is returned.  Ran commands are appended to ``commands``.
+    Returns (rc, out, err) when the command succeeded.
+    """
+    shown = " ".join([name] + list(args))
+
+    def restored_suffix():
+        if changes is None:
+            return [], ""
+        restored = changes.restore_run()
+        return restored, "; " + what % (", ".join(restored) or "no file had changed")
+
+    try:
+        rc, out, err = runner.run(name, args, environ_update=env)
+    except CommandUnavailable as exc:
+        if required:
+            _restored, suffix = restored_suffix()
+            raise RunFailed("%s is needed%s but %s%s" % (name, purpose, exc.reason, suffix))
+        if skipped is not None:
+            skipped.append({"command": shown, "reason": exc.reason})
+        return None
+    if commands is not None:
+        commands.append(command_record([name] + list(args), rc, out, err))
+    if rc != 0:
+        detail = (err or out or "").strip().splitlines()
+        restored, suffix = restored_suffix()
+        raise RunFailed("%s failed (rc=%s)%s%s" % (shown, rc, ": " + detail[-1] if detail else "", suffix),
+                        restored=restored)
+    return rc, out, err

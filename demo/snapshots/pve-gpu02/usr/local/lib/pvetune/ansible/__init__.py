@@ -1,1 +1,0 @@
-# pvetune runtime library namespace (installed by fix.yml; rollback.yml removes it)

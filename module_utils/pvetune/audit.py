@@ -1,0 +1,91 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The audit: gather every concern's facts in one pass over a root, then evaluate every catalogue check.
+
+``gather(fsroot, runner, policy)`` returns one section per reader of the concerns in ``CONCERNS`` (in that order:
+a reader may build on an earlier section, as the LXC reader does on the NVIDIA one).  A section that cannot be read
+becomes ``{"error": "<path>: <problem>"}`` and is listed in ``facts["errors"]``; the other sections are still
+gathered.  ``evaluate(facts, policy)`` runs, for every catalogue entry, the evaluator its concern registers.
+Nothing here writes anything.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import traceback
+
+from ansible.module_utils.pvetune.concerns import (
+    bootargs,
+    cpufreq,
+    cstates,
+    host,
+    iommu,
+    kernel,
+    lxcgpu,
+    numa,
+    nvidia,
+    pcie,
+)
+from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
+from ansible.module_utils.pvetune.core.fsroot import FsError
+from ansible.module_utils.pvetune.core.policy import merge_policy
+from ansible.module_utils.pvetune.core.result import make_result
+
+# Gather order. The catalogue's "concern" of each check names one of these (held together by a test).
+CONCERNS = (host, cpufreq, cstates, bootargs, numa, pcie, kernel, nvidia, lxcgpu, iommu)
+BY_NAME = {c.__name__.rsplit(".", 1)[-1]: c for c in CONCERNS}
+
+
+class Context(object):
+    """What a reader gets: the root, the command runner, the merged policy and the sections read so far."""
+
+    def __init__(self, fsroot, runner, policy, facts):
+        self.fsroot = fsroot
+        self.runner = runner
+        self.policy = policy
+        self.facts = facts
+
+
+def _section(facts, name, reader, ctx):
+    try:
+        facts[name] = reader(ctx)
+    except FsError as exc:
+        facts[name] = {"error": "%s: %s" % (exc.path, exc.reason)}
+        facts["errors"].append({"section": name, "path": exc.path, "error": exc.reason})
+    except Exception as exc:  # keep the other sections; say where it broke
+        msg = "%s: %s" % (type(exc).__name__, exc)
+        facts[name] = {"error": msg}
+        facts["errors"].append({"section": name, "path": None, "error": msg,
+                                "trace": traceback.format_exc(limit=3)})
+
+
+def gather(fsroot, runner=None, policy=None):
+    """All facts for all checks, in one pass."""
+    policy = policy or merge_policy(None)
+    facts = {"schema": 1, "root": fsroot.root, "errors": []}
+    ctx = Context(fsroot, runner, policy, facts)
+    for concern in CONCERNS:
+        for name, reader in concern.SECTIONS:
+            _section(facts, name, reader, ctx)
+    return facts
+
+
+def evaluate(facts, policy, only=None):
+    """Run every catalogue check (or the ids in ``only``) in catalogue order."""
+    results = []
+    skips = policy.get("skip_checks") or {}
+    for entry in CATALOGUE:
+        cid = entry["id"]
+        if only and cid not in only:
+            continue
+        if cid in skips:
+            results.append(make_result(cid, policy, "skip", None, "skipped by policy: %s" % skips[cid]))
+            continue
+        try:
+            results.append(BY_NAME[entry["concern"]].CHECKS[cid](facts, policy))
+        except Exception as exc:  # an evaluator bug must not hide the other checks
+            results.append(make_result(cid, policy, "error", None, "internal error evaluating %s: %s: %s"
+                                       % (cid, type(exc).__name__, exc)))
+    return results

@@ -1,0 +1,91 @@
+"""The catalogue is the one list of checks: every concern, evaluator and fix tag is held to it here."""
+import os
+
+import pytest
+from ansible.module_utils.pvetune import audit
+from ansible.module_utils.pvetune.core.catalogue import CATALOGUE, SEVERITIES, SEVERITY_RANK, STATUSES
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.policy import merge_policy
+from ansible.module_utils.pvetune.formats.kernel_version import in_series
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONCERN_DIR = os.path.join(TOP, "module_utils", "pvetune", "concerns")
+
+
+def test_every_check_names_a_concern_that_evaluates_it():
+    for entry in CATALOGUE:
+        assert entry["concern"] in audit.BY_NAME, entry["id"]
+        assert entry["id"] in audit.BY_NAME[entry["concern"]].CHECKS, entry["id"]
+
+
+def test_no_concern_evaluates_a_check_the_catalogue_does_not_list():
+    listed = {(e["concern"], e["id"]) for e in CATALOGUE}
+    registered = {(name, cid) for name, mod in audit.BY_NAME.items() for cid in mod.CHECKS}
+    assert registered == listed
+
+
+def test_every_concern_module_is_gathered():
+    """A concern file gather() does not loop over would be dead (fix-side files end in _fix, _regen, _pct, _boot)."""
+    names = {f[:-3] for f in os.listdir(CONCERN_DIR) if f.endswith(".py") and f != "__init__.py"}
+    readers = {n for n in names if not n.endswith(("_fix", "_regen", "_pct", "_boot"))}
+    assert readers == set(audit.BY_NAME)
+
+
+def test_section_names_are_unique():
+    sections = [name for mod in audit.CONCERNS for name, _ in mod.SECTIONS]
+    assert len(sections) == len(set(sections))
+
+
+def test_vocabularies():
+    assert SEVERITIES == ("critical", "high", "medium", "low", "info")
+    assert [SEVERITY_RANK[s] for s in SEVERITIES] == [4, 3, 2, 1, 0]
+    assert STATUSES == ("pass", "fail", "warn", "pending", "skip", "error")
+    for entry in CATALOGUE:
+        assert entry["severity"] in SEVERITIES
+        assert entry["reboot"] in ("yes", "no") or entry["reboot"].startswith("when "), entry["id"]
+
+
+def _demo_results():
+    base = os.path.join(TOP, "demo", "snapshots")
+    policy = merge_policy(None)
+    for host in sorted(os.listdir(base)):
+        facts = audit.gather(FsRoot(os.path.join(base, host)), None, policy)
+        for res in audit.evaluate(facts, policy):
+            yield host, res
+
+
+def test_the_catalogue_reboot_field_agrees_with_what_the_evaluators_return():
+    """'no' checks never ask for a reboot; 'yes' checks ask for one whenever they fail or are pending."""
+    seen = set()
+    for host, res in _demo_results():
+        reboot = next(e["reboot"] for e in CATALOGUE if e["id"] == res["id"])
+        if reboot == "no":
+            assert not res["reboot_required"], (host, res["id"], res["message"])
+        if reboot == "yes" and res["status"] in ("fail", "pending"):
+            assert res["reboot_required"], (host, res["id"], res["message"])
+            seen.add(res["id"])
+    assert {"boot.cmdline", "kernel.version", "cpu.cstates"} <= seen  # the demo exercises the 'yes' rows
+
+
+@pytest.mark.parametrize("version, series, expected", [
+    ("6.14.8-2-pve", "6.14", True),
+    ("6.14", "6.14", True),
+    ("6.14-1-pve", "6.14", True),
+    # the three spellings the audit and the fix used to disagree on (one definition now)
+    ("6.14~rc1", "6.14", True),
+    ("6.14+x", "6.14", True),
+    ("06.14.1", "6.14", False),
+    ("6.140.1", "6.14", False),
+    ("6.1.0-18-amd64", "6.14", False),
+    ("", "6.14", False),
+    (None, "6.14", False),
+    ("6.8.12-4-pve", "6.8", True),
+])
+def test_kernel_series_membership(version, series, expected):
+    assert in_series(version, series) is expected
+
+
+def test_the_audit_and_the_fix_share_the_series_rule():
+    from ansible.module_utils.pvetune.concerns import kernel, kernel_fix
+    assert kernel.in_series is in_series
+    assert kernel_fix.kernel_version.in_series is in_series

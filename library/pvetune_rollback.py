@@ -106,7 +106,7 @@ skipped_commands:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.core.runner import Runner, RunFailed
+from ansible.module_utils.pvetune.core.runner import RunFailed, Runner
 from ansible.module_utils.pvetune.rollback import run_rollback, runtime_failures
 
 

@@ -85,7 +85,7 @@ changes:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.concerns.numa import fix_sysctl
+from ansible.module_utils.pvetune.concerns.numa_fix import fix_sysctl
 
 
 def main():

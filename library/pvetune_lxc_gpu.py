@@ -207,6 +207,14 @@ skipped_commands:
   description: Commands not run, with the reason (C(pct) unavailable for a root other than C(/)).
   returned: always
   type: list
+skipped:
+  description:
+    - Files in the CT config directory that are no CT config to Proxmox (for example C(0101.conf), since a vmid
+      has no leading zero), with the reason. The audit names the same files.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "0101.conf", "path": "/etc/pve/lxc/0101.conf", "reason": "not a CT config (leading zero)"}]
 """
 
 from ansible.module_utils.basic import AnsibleModule

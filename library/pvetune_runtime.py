@@ -20,6 +20,9 @@ description:
   - Every file is planned on pvetune's change set, so it is backed up, recorded in the manifest and removed by
     rollback.yml. On a live host (root C(/)) C(systemctl daemon-reload) runs when a unit changed.
   - Only the listed subcommands are installed; units of other subcommands are left alone.
+  - C(/usr/local/lib/pvetune/MANIFEST.json) records the tool version and the path, sha256 and mode of every
+    library file and the helper. A file that differs from it is reported with a warning and re-installed (the
+    files are the truth; the manifest says what was installed).
 version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)

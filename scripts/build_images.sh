@@ -159,7 +159,8 @@ build_tarball() {  # $1 = release, $2 = tarball path
 }
 
 cleanup_work() {  # $1 = work dir: unmount the tmpfs (if any) and remove what is left
-  if mountpoint -q "$1"; then umount "$1"; fi
+  # Recursively: debootstrap can leave rootfs/proc mounted (seen under load), which makes a plain umount "busy".
+  if mountpoint -q "$1"; then umount -R "$1" 2> /dev/null || umount -lR "$1"; fi
   rm -rf "$1"
 }
 

@@ -31,7 +31,7 @@ import posixpath
 import re
 
 from ansible.module_utils.pvetune.core.fsroot import FsError
-from ansible.module_utils.pvetune.report import TOOL_VERSION
+from ansible.module_utils.pvetune.core.result import TOOL_VERSION
 
 LIB_DIR = "/usr/local/lib/pvetune"
 PKG_DIR = LIB_DIR + "/ansible/module_utils/pvetune"

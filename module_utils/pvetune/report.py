@@ -20,9 +20,8 @@ from xml.sax.saxutils import escape as _xml_escape
 from xml.sax.saxutils import quoteattr as _quoteattr
 
 from ansible.module_utils.pvetune.core.catalogue import CATALOGUE, SEVERITY_RANK
-from ansible.module_utils.pvetune.core.result import SCHEMA_VERSION
+from ansible.module_utils.pvetune.core.result import SCHEMA_VERSION, TOOL_VERSION
 
-TOOL_VERSION = "0.1.0"
 # XML 1.0 cannot carry most C0 control characters, not even as character references; messages and
 # evidence quote host files (/proc/cmdline, GRUB values), so such characters are shown as \xNN.
 _XML_INVALID = re.compile(u"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

@@ -44,16 +44,24 @@ def _gpus(facts):
     return [f for f in ((facts.get("pci") or {}).get("functions") or []) if f.get("is_gpu")]
 
 
-def check_mrrs(facts, policy):
-    cid = "pcie.mrrs"
+def _gpus_or_result(cid, facts, policy, none_found):
+    """(gpus, evidence, None), or (None, None, the error/skip result) when there is nothing to judge."""
     err = section_error(facts, "pci")
     if err:
-        return make_result(cid, policy, "error", None, err)
+        return None, None, make_result(cid, policy, "error", None, err)
     gpus = _gpus(facts)
     ev = list((facts.get("pci") or {}).get("evidence", []))
     if not gpus:
-        return make_result(cid, policy, "skip", None, "no NVIDIA GPU (vendor %s, class %sxx) found"
-                           % (policy["pcie_vendor"], policy["pcie_class_prefix"]), evidence=ev)
+        return None, None, make_result(cid, policy, "skip", None, none_found, evidence=ev)
+    return gpus, ev, None
+
+
+def check_mrrs(facts, policy):
+    cid = "pcie.mrrs"
+    gpus, ev, early = _gpus_or_result(cid, facts, policy, "no NVIDIA GPU (vendor %s, class %sxx) found"
+                                      % (policy["pcie_vendor"], policy["pcie_class_prefix"]))
+    if early:
+        return early
     want = policy["pcie_mrrs"]
     items = []
     for gpu in gpus:
@@ -91,13 +99,9 @@ def _speed_value(speed):
 
 def check_link(facts, policy):
     cid = "pcie.link"
-    err = section_error(facts, "pci")
-    if err:
-        return make_result(cid, policy, "error", None, err)
-    gpus = _gpus(facts)
-    ev = list((facts.get("pci") or {}).get("evidence", []))
-    if not gpus:
-        return make_result(cid, policy, "skip", None, "no NVIDIA GPU found", evidence=ev)
+    gpus, ev, early = _gpus_or_result(cid, facts, policy, "no NVIDIA GPU found")
+    if early:
+        return early
     items = []
     for gpu in gpus:
         name = gpu["bdf"]

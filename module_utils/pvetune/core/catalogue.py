@@ -158,7 +158,7 @@ CATALOGUE = (
         ),
         "remediation": (
             "apt install {kernel_package}; proxmox-boot-tool kernel pin <version>; reboot. "
-            "ansible-playbook fix.yml --tags kernel -e reboot_ok=true"
+            "ansible-playbook fix.yml --tags kernel -e pvetune_reboot_ok=true"
         ),
         "fix_tag": "kernel",
         "reboot": "yes",
@@ -177,7 +177,7 @@ CATALOGUE = (
         "remediation": (
             "GRUB: add the args to GRUB_CMDLINE_LINUX_DEFAULT and run update-grub (proxmox-boot-tool refresh when "
             "it manages the ESPs); systemd-boot: edit /etc/kernel/cmdline and run proxmox-boot-tool refresh; then "
-            "reboot. ansible-playbook fix.yml --tags cmdline -e reboot_ok=true"
+            "reboot. ansible-playbook fix.yml --tags cmdline -e pvetune_reboot_ok=true"
         ),
         "fix_tag": "cmdline",
         "reboot": "yes",

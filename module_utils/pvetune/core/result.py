@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+
 from ansible.module_utils.pvetune.core.catalogue import BY_ID, SEVERITY_RANK, render
 
 SCHEMA_VERSION = 1
@@ -56,3 +57,6 @@ def summarize(results, fail_on="high"):
         if res["status"] in ("fail", "error") and SEVERITY_RANK[res["severity"]] >= threshold:
             failing.append(res["id"])
     return {"counts": counts, "failing": failing, "reboot_required": any(r["reboot_required"] for r in results)}
+
+
+TOOL_VERSION = "0.1.0"

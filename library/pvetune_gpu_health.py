@@ -163,7 +163,7 @@ def main():
     runner = Runner(fsroot, module.run_command)
     try:
         res = gpu_health.run_health(fsroot, runner, ctids, check_host_gpus=p["host"], check_cts=p["cts"],
-                                uvm_probe=p["uvm_probe"], pending_restart=pending)
+                                    uvm_probe=p["uvm_probe"], pending_restart=pending)
     except (lxcgpu_fix.LxcFixError, FsError) as exc:
         module.fail_json(msg=str(exc), changed=False)
     result = dict(changed=False, **res)

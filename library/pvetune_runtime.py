@@ -98,8 +98,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 # The runtime library is read from this module's own payload: importing the boot helper here makes
 # Ansible ship it and everything it imports with the module.
-from ansible.module_utils.pvetune import (
-    boothelper,  # noqa: F401  pylint: disable=unused-import
+from ansible.module_utils.pvetune import (  # noqa: F401  pylint: disable=unused-import
+    boothelper,
     bootunits,
 )
 from ansible.module_utils.pvetune.concerns import cpufreq_fix, lxcgpu_boot, lxcgpu_fix, pcie_fix

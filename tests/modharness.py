@@ -15,6 +15,7 @@ import sys
 
 import ansible.module_utils
 from ansible.module_utils import _internal as ansible_internal
+from ansible.module_utils.common import warnings as ansible_warnings
 from ansible.module_utils.testing import patch_module_args
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,6 +47,9 @@ def run_module(name, args, check_mode=False, diff=False):
     # A test that loaded controller code (ansible-doc's parser, say) flips is_controller, and module.warn() then
     # prints to the controller's display instead of landing in the result: run the module as a module.
     was_controller, ansible_internal.is_controller = ansible_internal.is_controller, False
+    # Warnings are process-global in a module: each run starts with none, as a real module process does.
+    ansible_warnings._global_warnings.clear()
+    ansible_warnings._global_deprecations.clear()
     try:
         with patch_module_args(full), contextlib.redirect_stdout(out):
             try:

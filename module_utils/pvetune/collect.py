@@ -26,7 +26,7 @@ import stat
 import tarfile
 import time
 
-from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot, walk_in_root
 from ansible.module_utils.pvetune.formats import dev_nodes
 
 SNAPSHOT_FORMAT = 1
@@ -103,37 +103,16 @@ class _Packer:
     def walk(self, host_path):
         """Resolve ``host_path`` inside the root, recording directories and symlinks on the way.
 
-        Returns the resolved host path, or None when a component is missing.
+        Returns the resolved host path, or None when a component is missing or the links loop.
         """
-        parts = [p for p in host_path.split("/") if p and p != "."]
-        current = []
-        hops = 0
-        while parts:
-            part = parts.pop(0)
-            if part == "..":
-                if current:
-                    current.pop()
-                continue
-            real = self._real(current + [part])
-            try:
-                st = os.lstat(real)
-            except OSError:
-                return None
-            here = "/" + "/".join(current + [part])
-            if stat.S_ISLNK(st.st_mode):
-                hops += 1
-                if hops > 40:
-                    return None
-                target = os.readlink(real)
-                self.entries.setdefault(here, ("link", target))
-                if target.startswith("/"):
-                    current = []
-                parts = [p for p in target.split("/") if p and p != "."] + parts
-                continue
-            current.append(part)
-            if parts and stat.S_ISDIR(st.st_mode):
-                self.entries.setdefault(here, ("dir",))
-        return "/" + "/".join(current)
+        def visit(kind, here, target):
+            self.entries.setdefault(here, ("link", target) if kind == "link" else ("dir",))
+
+        try:
+            current, complete = walk_in_root(self.fsroot.root, host_path, visit=visit)
+        except FsError:
+            return None
+        return "/" + "/".join(current) if complete else None
 
     def add_file(self, host_path):
         resolved = self.walk(host_path)

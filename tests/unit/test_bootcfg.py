@@ -19,7 +19,7 @@ from ansible.module_utils.pvetune.concerns.kernel import kernel_state
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.formats import grub_edit, kernel_version
 from ansible.module_utils.pvetune.formats.grub_chain import grub_effective
-from ansible.module_utils.pvetune.formats.grub_edit import plan_grub_edit, render_dropin, set_grub_var
+from ansible.module_utils.pvetune.formats.grub_edit import plan_grub_edit, render_dropin
 from ansible.module_utils.pvetune.formats.grub_menu import grub_default_kernel
 from ansible.module_utils.pvetune.formats.grub_parse import GrubParseError, parse_grub_file, read_grub_files
 from ansible.module_utils.pvetune.formats.kernel_cmdline import (
@@ -34,6 +34,7 @@ from ansible.module_utils.pvetune.formats.kernel_cmdline import (
 )
 from ansible.module_utils.pvetune.formats.kernel_version import in_series, kernel_sort_key, validate_kernel_version
 from ansible.module_utils.pvetune.formats.pbt_output import parse_pbt_kernel_list, parse_pbt_status
+from grub_setvar import set_grub_var
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures")

@@ -253,7 +253,7 @@ def read_cpufreq(fsroot):
         if pol["affected_cpus"] == "":
             out["offline_policies"].append(pol["name"])
             continue
-        out["policies"][pol["name"]] = {key: pol[key] for key, _ in _POLICY_FILES}
+        out["policies"][pol["name"]] = {key: pol[key] for key, _fname in _POLICY_FILES}
         out["policies"][pol["name"]]["affected_cpus"] = pol["affected_cpus"]
         out["errors"] += [{"path": e["path"], "error": e["error"]} for e in pol["errors"]
                           if e["key"] in ("driver", "governor")]

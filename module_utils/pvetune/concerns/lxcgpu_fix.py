@@ -279,7 +279,7 @@ def plan_ct(fsroot, ctid, path, host, known, cgroup_version, changes):
     ct = parse_ct_config(data, path)
     item["_ct"] = ct
     new, edits = regenerate(ct, host["majors"], host["nodes"], known_nvidia_majors=known,
-                                   char_majors_registered=host["devices"], cgroup_version=cgroup_version)
+                            char_majors_registered=host["devices"], cgroup_version=cgroup_version)
     refused = [e for e in edits if e["action"] == "refused"]
     if refused:
         item.update(status=REFUSED, reason=refused[0]["reason"], lines=diff_lines(edits))

@@ -103,7 +103,7 @@ def select_functions(fsroot, opts):
     selected function whose config cannot be parsed or has no PCI Express capability, are errors.
     """
     fns = pcie.list_functions(fsroot, vendor=opts["vendor"], class_prefix=opts["class_prefix"][2:],
-                             bdfs=opts["bdfs"])
+                              bdfs=opts["bdfs"])
     errors = []
     if opts["bdfs"]:
         found = {fn["bdf"] for fn in fns}

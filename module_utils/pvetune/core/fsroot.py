@@ -43,6 +43,51 @@ def _reason(exc):
     return str(exc)
 
 
+def walk_in_root(root, host_path, follow_last=True, visit=None):
+    """Resolve ``host_path`` inside ``root`` the way the kernel would inside a chroot: ``..`` stops at the root,
+    symlinks (absolute ones re-rooted) are followed, at most MAX_SYMLINKS of them (else FsError ELOOP).
+
+    Returns ``(components, complete)``: the resolved host components, and False when a component is missing (the
+    rest is then kept literally, so callers get ENOENT).  ``visit(kind, host_path, target)`` is told of every
+    symlink (``"link"``) and every directory walked through (``"dir"``); the snapshot packer records them.
+    """
+    parts = [p for p in host_path.split("/") if p and p != "."]
+    current = []  # host components resolved so far (no symlinks)
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if current:
+                current.pop()
+            continue
+        candidate = os.path.join(root, *(current + [part]))
+        if not parts and not follow_last:
+            current.append(part)
+            break
+        try:
+            st = os.lstat(candidate)
+        except OSError:
+            current.append(part)
+            current.extend(p for p in parts if p != "..")
+            return current, False
+        here = "/" + "/".join(current + [part])
+        if stat.S_ISLNK(st.st_mode):
+            hops += 1
+            if hops > MAX_SYMLINKS:
+                raise FsError(host_path, os.strerror(errno.ELOOP))
+            target = os.readlink(candidate)
+            if visit:
+                visit("link", here, target)
+            if target.startswith("/"):
+                current = []
+            parts = [p for p in target.split("/") if p and p != "."] + parts
+            continue
+        current.append(part)
+        if visit and parts and stat.S_ISDIR(st.st_mode):
+            visit("dir", here, None)
+    return current, True
+
+
 class FsRoot:
     """Read and write host paths relative to ``root`` (default "/")."""
 
@@ -98,36 +143,7 @@ class FsRoot:
 
     def _resolve(self, host_path, follow_last=True):
         """Walk ``host_path`` component by component inside the root."""
-        parts = [p for p in host_path.split("/") if p and p != "."]
-        current = []  # host components resolved so far (no symlinks)
-        hops = 0
-        while parts:
-            part = parts.pop(0)
-            if part == "..":
-                if current:
-                    current.pop()
-                continue
-            candidate = os.path.join(self.root, *(current + [part]))
-            if not parts and not follow_last:
-                current.append(part)
-                break
-            try:
-                st = os.lstat(candidate)
-            except OSError:
-                # Missing component: keep the rest literal; callers get ENOENT.
-                current.append(part)
-                current.extend(p for p in parts if p != "..")
-                break
-            if stat.S_ISLNK(st.st_mode):
-                hops += 1
-                if hops > MAX_SYMLINKS:
-                    raise FsError(host_path, os.strerror(errno.ELOOP))
-                target = os.readlink(candidate)
-                if target.startswith("/"):
-                    current = []
-                parts = [p for p in target.split("/") if p and p != "."] + parts
-                continue
-            current.append(part)
+        current, _complete = walk_in_root(self.root, host_path, follow_last)
         return os.path.join(self.root, *current) if current else self.root
 
     def path(self, host_path, follow_last=True):

@@ -553,5 +553,3 @@ def read_grub_files(fsroot):
         if fsroot.isfile(path):
             files.append((path, fsroot.read_text(path)))
     return files
-
-

@@ -26,12 +26,11 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "bench"))
 import synth_host  # noqa: E402  (imports scripts/demo_fleet.py, which sets up ansible.module_utils.pvetune)
 import yaml  # noqa: E402
-from ansible.module_utils.pvetune.checks import evaluate  # noqa: E402
+from ansible.module_utils.pvetune.audit import evaluate, gather  # noqa: E402
 from ansible.module_utils.pvetune.core.fsroot import FsRoot  # noqa: E402
 from ansible.module_utils.pvetune.core.policy import merge_policy  # noqa: E402
 from ansible.module_utils.pvetune.core.result import summarize  # noqa: E402
 from ansible.module_utils.pvetune.core.runner import Runner  # noqa: E402
-from ansible.module_utils.pvetune.gather import gather  # noqa: E402
 
 
 def site_policy():

@@ -5,7 +5,7 @@ import shlex
 
 import pytest
 
-# The policy (defaults and validation) is pvetune's own, from module_utils/pvetune/policy.py;
+# The policy (defaults and validation) is pvetune's own, from module_utils/pvetune/core/policy.py;
 # tests/conftest.py makes ansible.module_utils.pvetune importable.
 from ansible.module_utils.pvetune.core.policy import PolicyError, merge_policy
 

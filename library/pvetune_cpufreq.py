@@ -10,37 +10,47 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: pvetune_cpufreq
-short_description: Set the amd_pstate mode, cpufreq governor and EPP on every CPU policy now
+short_description: Set the P-state driver mode, cpufreq governor and EPP on every CPU policy now
 description:
-  - Switches the amd_pstate driver mode at runtime by writing C(/sys/devices/system/cpu/amd_pstate/status)
-    (kernel 6.3 or later) when it exists and differs, and verifies the switch (the status reads back and every
-    online policy's C(scaling_driver) is the mode's driver, C(amd-pstate-epp) for C(active)).
+  - Switches the mode of the CPU vendor's P-state driver at runtime when its status file exists and differs,
+    C(amd_pstate) on AMD (C(/sys/devices/system/cpu/amd_pstate/status), kernel 6.3 or later) to O(amd_pstate_mode),
+    C(intel_pstate) on Intel (C(/sys/devices/system/cpu/intel_pstate/status)) to O(intel_pstate_mode). The vendor is
+    read from C(/proc/cpuinfo); the other vendor's option is ignored, and a CPU of another vendor gets no mode
+    switch. The switch is verified (the status reads back and every online policy's C(scaling_driver) is the
+    mode's driver, C(amd-pstate-epp) or C(intel_pstate) for C(active)).
   - Then sets C(scaling_governor) on every policy in C(/sys/devices/system/cpu/cpufreq/policy*), re-reads
-    C(energy_performance_preference) and writes it where it still differs. With amd-pstate-epp, governor
-    C(performance) makes the kernel force EPP C(performance) and refuse other EPP values (EBUSY), so that
-    combination is refused before anything is written.
+    C(energy_performance_preference) and writes it where it still differs. With amd-pstate-epp and intel_pstate
+    (HWP), governor C(performance) makes the kernel force EPP C(performance) and refuse other EPP values (EBUSY),
+    so that combination is refused before anything is written.
   - Governor and EPP names are checked against each policy's C(scaling_available_governors) and
     C(energy_performance_available_preferences); a name a policy does not offer fails the module before any write.
-    Drivers without EPP (acpi-cpufreq, amd-pstate passive/guided) are skipped for EPP with the reason.
-    Policies without an online CPU (empty C(affected_cpus)) are skipped and reported.
+    Drivers without EPP (acpi-cpufreq, amd-pstate passive/guided, intel_cpufreq, intel_pstate without HWP) are
+    skipped for EPP with the reason. Policies without an online CPU (empty C(affected_cpus)) are skipped and
+    reported.
   - Runtime only. Every original value is recorded in C(/var/lib/pvetune/manifest.json) for rollback.yml; the
     fix role persists the settings with C(pvetune-cpufreq.service) (C(pvetune-boot cpufreq)), which runs the
     same code at boot.
-  - When the mode cannot be reached at runtime (no amd_pstate status file because another driver such as
-    acpi-cpufreq is in use, a refused write, or a switch that does not take effect) the module reports it with
-    RV(reboot_required) true and says that the C(amd_pstate=<mode>) boot argument (configured by the kernel
+  - When the mode cannot be reached at runtime (no status file because the driver is not loaded, a refused
+    write, or a switch that does not take effect) the module reports it with RV(reboot_required) true and says
+    that the driver's boot argument (C(amd_pstate=<mode>), C(intel_pstate=<mode>); configured by the kernel
     command line fix) is needed; it fails only with O(require_runtime_mode). When the running kernel was already
-    booted with C(amd_pstate=<mode>) and amd_pstate still did not load (no CPPC in the firmware), a reboot
-    changes nothing, so RV(reboot_required) is then false and the message says so.
+    booted with that argument and the driver still did not load (no CPPC / HWP in the firmware), a reboot
+    changes nothing, so RV(reboot_required) is then false and the message says so. A virtual machine without
+    any cpufreq driver gets no mode switch and no reboot.
 version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
 options:
   amd_pstate_mode:
     description:
-      - amd_pstate driver mode to switch to at runtime. Omit to leave the mode alone.
+      - amd_pstate driver mode to switch to at runtime on an AMD CPU. Omit to leave the mode alone.
     type: str
     choices: [active, passive, guided]
+  intel_pstate_mode:
+    description:
+      - intel_pstate driver mode to switch to at runtime on an Intel CPU. Omit to leave the mode alone.
+    type: str
+    choices: [active, passive]
   governor:
     description:
       - Governor (policy) for every online policy, for example C(performance). Omit to leave it.
@@ -54,7 +64,7 @@ options:
     type: str
   require_runtime_mode:
     description:
-      - Fail when O(amd_pstate_mode) cannot be reached at runtime, instead of reporting it with
+      - Fail when the requested mode of the host's driver cannot be reached at runtime, instead of reporting it with
         RV(reboot_required) true.
     type: bool
     default: false
@@ -84,33 +94,38 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: amd_pstate active, governor performance, EPP performance
+- name: P-state driver active (amd_pstate or intel_pstate), governor performance, EPP performance
   pvetune_cpufreq:
     amd_pstate_mode: active
+    intel_pstate_mode: active
     governor: performance
     epp: performance
 """
 
 RETURN = r"""
-amd_pstate:
-  description: The amd_pstate mode step.
+pstate:
+  description: The P-state driver mode step.
   returned: always
   type: dict
   contains:
+    driver:
+      description: C(amd_pstate), C(intel_pstate), or null for a CPU of another vendor.
+      type: str
     requested:
-      description: O(amd_pstate_mode), or null when not requested.
+      description: O(amd_pstate_mode) or O(intel_pstate_mode) (the host's driver), or null when not requested.
       type: str
     before:
-      description: C(amd_pstate/status) before the run (null without the file).
+      description: The driver's C(status) before the run (null without the file).
       type: str
     after:
-      description: C(amd_pstate/status) after the run (the target in check mode).
+      description: The driver's C(status) after the run (the target in check mode).
       type: str
     action:
       description:
-        - C(not_requested), C(none) (already in that mode), C(switch) (check mode), C(switched), C(failed)
-          (runtime switch refused or not effective; the old value is written back) or C(unavailable) (no
-          amd_pstate status file, so another scaling driver is in use).
+        - C(not_requested), C(not_applicable) (another CPU vendor, or a virtual machine without cpufreq),
+          C(none) (already in that mode), C(switch) (check mode), C(switched), C(failed) (runtime switch refused or
+          not effective; the old value is written back) or C(unavailable) (no status file, so the driver is not
+          loaded).
       type: str
     reboot_required:
       description: True when the mode needs the boot argument and a reboot.
@@ -118,8 +133,9 @@ amd_pstate:
     message:
       description: What happened or what is needed, in words (null when nothing to say).
       type: str
-  sample: {"requested": "active", "before": "passive", "after": "active", "action": "switched",
-           "reboot_required": false, "message": "amd_pstate mode passive -> active (runtime switch, kernel >= 6.3)"}
+  sample: {"driver": "amd_pstate", "requested": "active", "before": "passive", "after": "active",
+           "action": "switched", "reboot_required": false,
+           "message": "amd_pstate mode passive -> active (runtime switch)"}
 drivers:
   description: Scaling driver of the online policies (after the run; predicted in check mode) and the policy numbers.
   returned: always
@@ -154,9 +170,9 @@ predicted:
   type: bool
 reboot_required:
   description:
-    - False for runtime changes. True when the requested amd_pstate mode cannot be reached at runtime (the
-      C(amd_pstate=<mode>) boot argument and a reboot are needed); false when the kernel already runs with that
-      argument (a reboot would not change the driver).
+    - False for runtime changes. True when the requested mode cannot be reached at runtime (the driver's
+      boot argument and a reboot are needed); false when the kernel already runs with that argument (a reboot
+      would not change the driver).
   returned: always
   type: bool
 changes:
@@ -177,6 +193,7 @@ ARGUMENT_SPEC = {
     "root": {"type": "path", "default": "/"},
     "run_id": {"type": "str"},
     "amd_pstate_mode": {"type": "str", "choices": ["active", "passive", "guided"]},
+    "intel_pstate_mode": {"type": "str", "choices": ["active", "passive"]},
     "governor": {"type": "str"},
     "epp": {"type": "str"},
     "require_runtime_mode": {"type": "bool", "default": False},

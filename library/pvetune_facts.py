@@ -148,7 +148,8 @@ root:
   type: str
   sample: /
 policy:
-  description: The effective policy after merging the overrides.
+  description: The effective policy after merging the overrides, as this host sees it (C(host_cpu) is its CPU
+    vendor profile; C(cmdline_required) includes the vendor's boot arguments).
   returned: always
   type: dict
 host:
@@ -165,6 +166,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.audit import evaluate, gather
+from ansible.module_utils.pvetune.core.cpuprofile import for_host
 from ansible.module_utils.pvetune.core.catalogue import BY_ID
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import PolicyError, merge_policy
@@ -189,6 +191,7 @@ def run_module(module):
         module.fail_json(msg="root %s is not a directory" % params["root"])
     runner = Runner(fsroot, module.run_command)
     facts = gather(fsroot, runner, policy)
+    policy = for_host(policy, facts)
     results = evaluate(facts, policy, only=set(params["checks"]) or None)
     out = {
         "changed": False,

@@ -15,7 +15,8 @@ description:
   - Validates the values a fix run takes from the inventory or the command line (run id, policy, CT ids, PCI
     addresses, cgroup version, root) with the same checks the fix modules apply, so that a bad value stops the
     run on a host before the first fix changes anything or runs any command.
-  - Reads nothing and writes nothing; runs no command.
+  - Reads only the CPU's identity, cpufreq and cpuidle state through O(root), to resolve the policy for this host's
+    CPU vendor and idle driver (the boot arguments it needs); writes nothing and runs no command.
 version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
@@ -59,7 +60,7 @@ attributes:
     details: Nothing is changed, so there is nothing to diff.
   platform:
     platforms: posix
-    details: Runs on the Proxmox VE host like the fix modules, but reads nothing from it.
+    details: Runs on the Proxmox VE host like the fix modules, reading only the CPU state the policy depends on.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune
@@ -80,7 +81,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 policy:
-  description: The effective policy.
+  description: The effective policy as this host sees it (C(host_cpu) is its CPU vendor profile,
+    C(cmdline_required) includes the vendor's boot arguments unless the inventory gave the whole list).
   returned: success
   type: dict
 ctids:
@@ -91,6 +93,7 @@ ctids:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.pvetune.audit import host_policy
 from ansible.module_utils.pvetune.concerns import lxcgpu_fix, pcie_fix
 from ansible.module_utils.pvetune.core.changeset import validate_run_id
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
@@ -114,7 +117,7 @@ def main():
     checks = (
         ("run_id", lambda: validate_run_id(p["run_id"])),
         ("root", lambda: FsRoot(p["root"])),
-        ("pvetune_policy", lambda: merge_policy(p["policy"])),
+        ("pvetune_policy", lambda: host_policy(out["root"], merge_policy(p["policy"]))),
         ("pvetune_lxc_ctids", lambda: lxcgpu_fix.validate_ctids(p["ctids"])),
         ("pvetune_lxc_cgroup_version", lambda: lxcgpu_fix.validate_cgroup_version(p["cgroup_version"])),
         ("pvetune_pcie_bdfs", lambda: pcie_fix.validate_options(bdfs=p["bdfs"] or None)),

@@ -12,6 +12,10 @@ chains (build_config), /proc files, /etc files and Proxmox CT configs.
   pve-gpu02  the same host after the fix, booted with systemd-boot (ZFS on UEFI)
   pve-gpu03  half done: boot args and kernel pin configured but not rebooted,
              amd-pstate in passive mode
+  pve-gpu05  an Intel host: 2x Xeon Platinum 8460H (160 CPUs), the same 8 GPUs, GRUB;
+             kernel, sysctl, PCIe and CTs right, but intel_pstate in powersave with EPP
+             balance_performance and intel_idle with C1E and C6 enabled (cpuinfo, cpufreq and
+             cpuidle values from tests/fixtures/realdata/intel, real Sapphire Rapids sysfs)
 
 What the fix leaves on pve-gpu02 (units, settings, sysctl drop-in, state) is
 written here literally, not by pvetune's renderers (tests/unit/test_demo_expected.py
@@ -55,7 +59,33 @@ GPU_SLOTS = [
 ]
 GPU_DEVICE_ID = 0x2BB5  # RTX PRO 6000 Blackwell Server Edition
 GPU_SUBSYS = (0x10DE, 0x204E)
-ROOT_PORT_ID = (0x1022, 0x14AB)  # AMD Turin/Genoa GPP bridge
+ROOT_PORT_ID = {"epyc": (0x1022, 0x14AB),  # AMD Turin/Genoa GPP bridge
+                "xeon": (0x8086, 0x352A)}  # Intel; the device id is a stand-in (no check reads it)
+INTEL_DIR = os.path.join(TOP, "tests", "fixtures", "realdata", "intel")
+
+# CPU numbering as Linux enumerates it: every core of socket 0, of socket 1, then their SMT siblings.
+LAYOUTS = {"epyc": {"ncpu": 128, "cores": 32}, "xeon": {"ncpu": 160, "cores": 40}}
+
+
+def node_cpulist(spec, node):
+    cores = LAYOUTS[spec["cpu"]]["cores"]
+    return "%d-%d,%d-%d" % (node * cores, node * cores + cores - 1, 2 * cores + node * cores,
+                            2 * cores + node * cores + cores - 1)
+
+
+def intel_fixture(name, prefix=None):
+    """The real lines of tests/fixtures/realdata/intel/<name> (source comments dropped); with ``prefix``,
+    {path relative to prefix: value} of its ``rw|<path>|<value>`` sysfs lines."""
+    with open(os.path.join(INTEL_DIR, name)) as handle:
+        lines = [ln.rstrip("\n") for ln in handle if not ln.startswith("# ")]
+    if prefix is None:
+        return lines
+    out = {}
+    for line in lines:
+        _rw, path, value = line.split("|", 2)
+        if path.startswith(prefix):
+            out[path[len(prefix):]] = value
+    return out
 
 EPYC_FLAGS = (
     "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht "
@@ -75,6 +105,7 @@ EPYC_FLAGS = (
 HOSTS = {
     "pve-gpu01": {
         "state": "before",
+        "cpu": "epyc",
         "kernel": "6.8.12-4-pve",
         "installed": ["6.8.12-4-pve", "6.8.8-2-pve"],
         "loader": "grub",
@@ -100,6 +131,7 @@ HOSTS = {
     },
     "pve-gpu02": {
         "state": "after",
+        "cpu": "epyc",
         "kernel": "6.14.8-2-pve",
         "installed": ["6.14.8-2-pve", "6.8.12-4-pve"],
         "loader": "systemd-boot",
@@ -124,6 +156,7 @@ HOSTS = {
     },
     "pve-gpu03": {
         "state": "half",
+        "cpu": "epyc",
         "kernel": "6.8.12-4-pve",
         "installed": ["6.14.8-2-pve", "6.8.12-4-pve"],
         "loader": "grub",
@@ -146,6 +179,31 @@ HOSTS = {
         "iommu": "DMA-FQ",
         "persistence": True,
         "pin": "6.14.8-2-pve",
+    },
+    "pve-gpu05": {
+        "state": "intel",
+        "cpu": "xeon",
+        "kernel": "6.14.8-2-pve",
+        "installed": ["6.14.8-2-pve", "6.8.12-4-pve"],
+        "loader": "grub",
+        "cpufreq": "intel_pstate",
+        "amd_pstate_status": None,
+        "governor": "powersave",
+        "epp": "balance_performance",
+        "max_cstate": "9",
+        "states": None,  # intel_idle's, from the fixture
+        "cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.14.8-2-pve root=/dev/mapper/pve-root ro quiet iommu=pt",
+        "grub_default_args": "quiet iommu=pt",
+        "grub_dropin": None,
+        "numa_balancing": "0",
+        "sysctl_file": "90-pvetune.conf",
+        "mrrs": 4096,
+        "lnksta": [("32GT/s", 16)] * 8,
+        "uvm_major": 510, "caps_major": 509, "nvlink_major": 508,
+        "ct_uvm_major": 510,
+        "iommu": "identity",
+        "persistence": True,
+        "pin": None,
     },
 }
 
@@ -175,7 +233,10 @@ class Tree:
 
 
 # -- /proc ------------------------------------------------------------------
-def cpuinfo(ncpu=128):
+def cpuinfo(spec):
+    if spec["cpu"] == "xeon":
+        return xeon_cpuinfo()
+    ncpu = LAYOUTS["epyc"]["ncpu"]
     blocks = []
     for cpu in range(ncpu):
         socket = cpu_socket(cpu)
@@ -214,8 +275,26 @@ def cpuinfo(ncpu=128):
     return "\n\n".join(blocks) + "\n\n"
 
 
-def cpu_socket(cpu):
-    return 0 if (cpu % 64) < 32 else 1
+def xeon_cpuinfo():
+    """The real cpu0 block of the 8460H, once per CPU with its own numbering (2 sockets x 40 cores x 2)."""
+    block = intel_fixture("pepc_spr_spr1_proc_cpuinfo_cpu0.txt")
+    cores, ncpu = LAYOUTS["xeon"]["cores"], LAYOUTS["xeon"]["ncpu"]
+    out = []
+    for cpu in range(ncpu):
+        socket, core, thread = cpu_socket(cpu, "xeon"), cpu % cores, cpu // (2 * cores)
+        apic = socket * 128 + core * 2 + thread
+        values = {"processor": cpu, "physical id": socket, "core id": core, "apicid": apic, "initial apicid": apic}
+        lines = []
+        for line in block:
+            key = line.split(":", 1)[0].rstrip("\t ")
+            lines.append("%s: %d" % (line.split(":", 1)[0], values[key]) if key in values else line)
+        out.append("\n".join(lines))
+    return "\n\n".join(out) + "\n\n"
+
+
+def cpu_socket(cpu, layout="epyc"):
+    cores = LAYOUTS[layout]["cores"]
+    return (cpu % (2 * cores)) // cores
 
 
 def proc_devices(spec):
@@ -283,17 +362,30 @@ def nvidia_smi_q(spec):
 
 
 # -- sysfs ------------------------------------------------------------------
-def write_cpu_sysfs(t, spec, ncpu=128):
+def write_cpu_sysfs(t, spec):
+    ncpu = LAYOUTS[spec["cpu"]]["ncpu"]
     base = "/sys/devices/system/cpu"
     for name in ("online", "possible", "present"):
         t.write("%s/%s" % (base, name), "0-%d\n" % (ncpu - 1))
     t.write(base + "/offline", "\n")
     t.write(base + "/kernel_max", "8191\n")
-    t.write(base + "/cpuidle/current_driver", "acpi_idle\n")
-    t.write(base + "/cpuidle/current_governor", "menu\n")
-    t.write(base + "/cpuidle/current_governor_ro", "menu\n")
-    t.write(base + "/cpuidle/available_governors", "ladder menu teo \n")
-    t.write("/sys/module/processor/parameters/max_cstate", spec["max_cstate"] + "\n")
+    intel = spec["cpu"] == "xeon"
+    if intel:
+        for name, value in intel_fixture("pepc_spr_spr1_cpuidle_sysfs.txt", base + "/cpuidle/").items():
+            t.write(base + "/cpuidle/" + name, value + "\n")
+        t.write("/sys/module/intel_idle/parameters/max_cstate", spec["max_cstate"] + "\n")
+        t.write("/sys/module/processor/parameters/max_cstate", "9\n")
+        for name, value in intel_fixture("pepc_spr_spr1_cpufreq_policy0_intel_pstate_sysfs.txt",
+                                         base + "/intel_pstate/").items():
+            t.write(base + "/intel_pstate/" + name, value + "\n")
+        policy0 = intel_fixture("pepc_spr_spr1_cpufreq_policy0_intel_pstate_sysfs.txt", base + "/cpufreq/policy0/")
+        idle0 = intel_fixture("pepc_spr_spr1_cpuidle_sysfs.txt", base + "/cpu0/cpuidle/")
+    else:
+        t.write(base + "/cpuidle/current_driver", "acpi_idle\n")
+        t.write(base + "/cpuidle/current_governor", "menu\n")
+        t.write(base + "/cpuidle/current_governor_ro", "menu\n")
+        t.write(base + "/cpuidle/available_governors", "ladder menu teo \n")
+        t.write("/sys/module/processor/parameters/max_cstate", spec["max_cstate"] + "\n")
     driver = spec["cpufreq"]
     if spec["amd_pstate_status"]:
         t.write(base + "/amd_pstate/status", spec["amd_pstate_status"] + "\n")
@@ -305,10 +397,14 @@ def write_cpu_sysfs(t, spec, ncpu=128):
         if cpu:
             t.write(cdir + "/online", "1\n")
         t.link(cdir + "/cpufreq", "../cpufreq/policy%d" % cpu)
-        t.write(cdir + "/topology/physical_package_id", "%d\n" % cpu_socket(cpu))
-        t.write(cdir + "/topology/core_id", "%d\n" % (cpu % 32))
-        t.link(cdir + "/node%d" % cpu_socket(cpu), "../../node/node%d" % cpu_socket(cpu))
+        socket = cpu_socket(cpu, spec["cpu"])
+        t.write(cdir + "/topology/physical_package_id", "%d\n" % socket)
+        t.write(cdir + "/topology/core_id", "%d\n" % (cpu % LAYOUTS[spec["cpu"]]["cores"]))
+        t.link(cdir + "/node%d" % socket, "../../node/node%d" % socket)
         pdir = "%s/cpufreq/policy%d" % (base, cpu)
+        if intel:
+            write_xeon_cpu(t, spec, cpu, cdir, pdir, policy0, idle0)
+            continue
         t.write(pdir + "/affected_cpus", "%d\n" % cpu)
         t.write(pdir + "/related_cpus", "%d\n" % cpu)
         t.write(pdir + "/scaling_driver", driver + "\n")
@@ -356,8 +452,27 @@ def write_cpu_sysfs(t, spec, ncpu=128):
             t.write(sdir + "/usage", "%d\n" % (1000 + cpu * 7 + idx * 131))
             t.write(sdir + "/time", "%d\n" % (90000 + cpu * 13 + idx * 977))
     for node in (0, 1):
-        t.write("/sys/devices/system/node/node%d/cpulist" % node, "%s\n" % (
-            "0-31,64-95" if node == 0 else "32-63,96-127"))
+        t.write("/sys/devices/system/node/node%d/cpulist" % node, "%s\n" % node_cpulist(spec, node))
+
+
+IDLE_STATE_FILES = ("name", "desc", "latency", "residency", "disable", "default_status", "power", "usage", "time")
+
+
+def write_xeon_cpu(t, spec, cpu, cdir, pdir, policy0, idle0):
+    """One CPU of the Xeon host: policy0's and cpu0's real files, with this CPU's number and the spec's
+    governor and EPP (the fixture host ran powersave / balance_performance, as pve-gpu05 does)."""
+    for name, value in sorted(policy0.items()):
+        if name in ("affected_cpus", "related_cpus"):
+            value = str(cpu)
+        elif name == "scaling_governor":
+            value = spec["governor"]
+        elif name == "energy_performance_preference":
+            value = spec["epp"]
+        t.write(pdir + "/" + name, value + "\n")
+    for name, value in sorted(idle0.items()):
+        # The state files the EPYC hosts carry too (the fixture also has above/below/rejected/s2idle counters).
+        if name.split("/")[-1] in IDLE_STATE_FILES:
+            t.write(cdir + "/cpuidle/" + name, value + "\n")
 
 
 def write_pci_sysfs(t, spec):
@@ -372,14 +487,15 @@ def write_pci_sysfs(t, spec):
         rp_dir = "/sys/devices/pci0000:%s/%s" % (root_bus, rp_bdf)
         gpu_dir = "%s/%s" % (rp_dir, gpu_bdf)
         speed, width = spec["lnksta"][idx]
-        rp_cfg = build_config(ROOT_PORT_ID[0], ROOT_PORT_ID[1], 0x060400, header_type=1, mrrs=512, mps=256,
+        port_id = ROOT_PORT_ID[spec["cpu"]]
+        rp_cfg = build_config(port_id[0], port_id[1], 0x060400, header_type=1, mrrs=512, mps=256,
                               devcap_mps=512, lnkcap=("32GT/s", 16), lnksta=(speed, width),
                               buses=(int(root_bus, 16), int(bus, 16), int(bus, 16)))
         gpu_cfg = build_config(0x10DE, GPU_DEVICE_ID, 0x030200, mrrs=spec["mrrs"], mps=256, devcap_mps=256,
                                lnkcap=("32GT/s", 16), lnksta=(speed, width), subsystem=GPU_SUBSYS,
                                buses=(int(root_bus, 16), int(bus, 16), int(bus, 16)))
         for ddir, cfg, vendor, device, cls, driver in (
-                (rp_dir, rp_cfg, ROOT_PORT_ID[0], ROOT_PORT_ID[1], 0x060400, "pcieport"),
+                (rp_dir, rp_cfg, port_id[0], port_id[1], 0x060400, "pcieport"),
                 (gpu_dir, gpu_cfg, 0x10DE, GPU_DEVICE_ID, 0x030200, "nvidia")):
             t.write(ddir + "/config", cfg)
             t.write(ddir + "/vendor", "0x%04x\n" % vendor)
@@ -387,7 +503,7 @@ def write_pci_sysfs(t, spec):
             t.write(ddir + "/class", "0x%06x\n" % cls)
             t.write(ddir + "/revision", "0xa1\n" if driver == "nvidia" else "0x01\n")
             t.write(ddir + "/numa_node", "%d\n" % node)
-            t.write(ddir + "/local_cpulist", "%s\n" % ("0-31,64-95" if node == 0 else "32-63,96-127"))
+            t.write(ddir + "/local_cpulist", "%s\n" % node_cpulist(spec, node))
             t.write(ddir + "/irq", "%d\n" % (150 + idx * 2 + (driver == "nvidia")))
             t.write(ddir + "/enable", "1\n")
             t.write(ddir + "/resource", "")
@@ -405,6 +521,13 @@ def write_pci_sysfs(t, spec):
 
 
 def write_iommu(t, spec):
+    if spec["cpu"] == "xeon":
+        for unit in range(4):
+            t.write("/sys/devices/virtual/iommu/dmar%d/intel-iommu/cap" % unit, "19ed008c40780c66\n")
+            t.link("/sys/class/iommu/dmar%d" % unit, "../../devices/virtual/iommu/dmar%d" % unit)
+        for group in range(16):
+            t.write("/sys/kernel/iommu_groups/%d/type" % group, spec["iommu"] + "\n")
+        return
     for unit in range(8):
         t.write("/sys/devices/pci0000:%02x/0000:%02x:00.2/iommu/ivhd%d/amd-iommu/cap"
                 % (unit * 0x20, unit * 0x20, unit), "0x00190064\n")
@@ -569,7 +692,8 @@ FIXED_CONFIGS = {
 {
   "amd_pstate_mode": "active",
   "epp": "performance",
-  "governor": "performance"
+  "governor": "performance",
+  "intel_pstate_mode": "active"
 }
 """,
     "/etc/pvetune/pcie-mrrs.json": """\
@@ -592,13 +716,15 @@ FIXED_CONFIGS = {
 FIXED_UNITS = {
     "pvetune-cpufreq.service": """\
 # Managed by pvetune (fix.yml); rollback.yml removes this unit.
-# Re-applies the amd_pstate mode, cpufreq governor and EPP from /etc/pvetune/cpufreq.json at boot
-# (runtime sysfs values do not survive a reboot), before the guests start.
+# Re-applies the P-state driver mode (amd_pstate, intel_pstate), cpufreq governor and EPP from
+# /etc/pvetune/cpufreq.json at boot (runtime sysfs values do not survive a reboot), before the
+# guests start.
 # cpufreq governors built as modules are loaded by systemd-modules-load; run after anything else
 # that sets governors (cpufrequtils, cpupower) so pvetune's values are the ones that stay.
 [Unit]
-Description=pvetune: amd_pstate mode, cpufreq governor and EPP
+Description=pvetune: P-state driver mode, cpufreq governor and EPP
 Documentation=man:cpupower(1) https://docs.kernel.org/admin-guide/pm/amd-pstate.html
+Documentation=https://docs.kernel.org/admin-guide/pm/intel_pstate.html
 After=systemd-modules-load.service cpufrequtils.service cpupower.service
 Before=pve-guests.service
 
@@ -743,7 +869,7 @@ def write_host(t, host, spec):
     t.write("/proc/sys/kernel/osrelease", spec["kernel"] + "\n")
     t.write("/proc/sys/kernel/numa_balancing", spec["numa_balancing"] + "\n")
     t.write("/proc/cmdline", spec["cmdline"] + "\n")
-    t.write("/proc/cpuinfo", cpuinfo())
+    t.write("/proc/cpuinfo", cpuinfo(spec))
     t.write("/proc/devices", proc_devices(spec))
     t.write("/proc/driver/nvidia/version",
             "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "

@@ -48,12 +48,20 @@ STATUS_DOCS = {
 
 # key -> (what it means, the rule validate_policy enforces)
 POLICY_DOCS = {
-    "amd_pstate_mode": ("amd_pstate mode the host should run; `amd_pstate=<mode>` is the kernel argument "
-                        "cpu.scaling_driver looks for.",
+    "amd_pstate_mode": ("amd_pstate mode an AMD host should run; `amd_pstate=<mode>` is the kernel argument "
+                        "cpu.scaling_driver looks for and boot.cmdline requires (with `cmdline_cpu_args`).",
                         "one of `active`, `passive`, `guided`",
                         ["cpu.scaling_driver"]),
-    "scaling_driver": ("cpufreq driver every policy should report (scaling_driver).",
-                       "a lower-case driver name: a letter, then letters, digits, `_` or `-` (32 characters at most)",
+    "intel_pstate_mode": ("intel_pstate mode an Intel host should run (switched at runtime and at boot through "
+                          "`/sys/devices/system/cpu/intel_pstate/status`); `intel_pstate=<mode>` is required on the "
+                          "command line only where intel_pstate is not loaded.",
+                          "`active` or `passive`",
+                          ["cpu.scaling_driver"]),
+    "scaling_driver": ("cpufreq driver every policy should report (scaling_driver); empty: the driver of the "
+                       "vendor's mode (`amd-pstate-epp` or `amd-pstate` on AMD, `intel_pstate` or `intel_cpufreq` "
+                       "on Intel). A value set here applies to every vendor, so set it per group.",
+                       "empty, or a lower-case driver name: a letter, then letters, digits, `_` or `-` (32 "
+                       "characters at most)",
                        ["cpu.scaling_driver"]),
     "scaling_driver_fallback": ("Drivers accepted instead of `scaling_driver` (e.g. no CPPC in the firmware): "
                                 "cpu.scaling_driver reports them as warn, not fail.",
@@ -65,8 +73,10 @@ POLICY_DOCS = {
     "epp": ("energy_performance_preference every policy that has one should use.",
             "a lower-case word (same rule as `governor`)",
             ["cpu.epp"]),
-    "max_cstate": ("Deepest allowed C-state (1 = C1; POLL is always allowed); `processor.max_cstate=<n>` must be "
-                   "effective and no deeper idle state enabled.",
+    "max_cstate": ("Deepest allowed C-state (1 = C1; POLL is always allowed), set with the argument of the idle "
+                   "driver in use: `processor.max_cstate=<n>` for acpi_idle (AMD hosts), "
+                   "`intel_idle.max_cstate=<n>` for intel_idle (intel_idle ignores processor.max_cstate); it "
+                   "must be effective and no deeper idle state enabled.",
                    "an integer 0-9 (not a boolean, not a string)",
                    ["cpu.cstates"]),
     "numa_balancing": ("Required value of kernel.numa_balancing, at runtime and persisted in sysctl.d.",
@@ -89,7 +99,9 @@ POLICY_DOCS = {
                        "with a letter or digit",
                        ["kernel.version"]),
     "cmdline_required": ("Kernel arguments that must be configured in the active boot loader and present on "
-                         "/proc/cmdline (boot.cmdline; the last occurrence of a key wins).",
+                         "/proc/cmdline (boot.cmdline; the last occurrence of a key wins). With `cmdline_cpu_args` "
+                         "the CPU's own arguments come first; setting this key without `cmdline_cpu_args` makes "
+                         "it the whole list.",
                          "a list of plain kernel arguments: `key` or `key=value`; key `[A-Za-z0-9_][A-Za-z0-9_.-]` "
                          "(64 characters at most), value `[A-Za-z0-9_.,:/+@-]` (1-190 characters). No spaces, "
                          "quotes, `$`, `;`, `=` in the value, newlines or other characters a shell or boot loader "
@@ -99,6 +111,12 @@ POLICY_DOCS = {
                           "`key=value` only that value.",
                           "a list of plain kernel arguments (same rule as `cmdline_required`)",
                           ["boot.cmdline"]),
+    "cmdline_cpu_args": ("Add the CPU's own boot arguments to `cmdline_required`: `amd_pstate=<amd_pstate_mode>` "
+                         "on AMD, `intel_pstate=<intel_pstate_mode>` on Intel where intel_pstate is not loaded, and "
+                         "the C-state limit of the idle driver in use. Turned off when the inventory sets "
+                         "`cmdline_required` without it, so an explicit list keeps exactly what it says.",
+                         "`true` or `false`",
+                         ["boot.cmdline"]),
     "lxc_check": ("Check the NVIDIA device allow lines of every CT config (lxc.gpu_devices).",
                   "`true` or `false` (a boolean, not 0/1 or a string)",
                   ["lxc.gpu_devices"]),
@@ -121,12 +139,21 @@ def _value(value):
     return "`%s`" % json.dumps(value)
 
 
+# Template values a host's CPU profile derives (catalogue.GENERIC_CPU_TEMPLATE, core/cpuprofile.py) -> the policy
+# keys they come from.
+DERIVED_TEMPLATE_KEYS = {"pstate_driver": (), "pstate_mode": ("amd_pstate_mode", "intel_pstate_mode"),
+                         "pstate_remediation": ("amd_pstate_mode", "intel_pstate_mode"),
+                         "cstate_arg": ("max_cstate",), "idle_driver": ()}
+
+
 def _template_keys(entry):
     """Policy keys a catalogue entry's templates use ({cmdline_required_str} is cmdline_required)."""
     keys = set()
     for field in ("title", "expected", "remediation"):
         for _text, name, _spec, _conv in string.Formatter().parse(entry[field]):
-            if name:
+            if name in DERIVED_TEMPLATE_KEYS:
+                keys.update(DERIVED_TEMPLATE_KEYS[name])
+            elif name:
                 keys.add(name[:-4] if name.endswith("_str") else name)
     return keys
 
@@ -229,7 +256,8 @@ def render():
         ]
     out += ["", "Example (inventory `group_vars`):", "", "```yaml", "pvetune_policy:"]
     out += ["  kernel_series: \"%s\"" % DEFAULT_POLICY["kernel_series"],
-            "  cmdline_required: [%s]" % ", ".join(DEFAULT_POLICY["cmdline_required"] + ["iommu=pt"]),
+            "  cmdline_required: [iommu=pt]",
+            "  cmdline_cpu_args: true   # keep the CPU's own args too (without it the list above is the whole list)",
             "  skip_checks:",
             "    pcie.mrrs: \"GPUs are passed through to VMs on this host\"",
             "```", ""]

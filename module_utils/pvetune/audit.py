@@ -28,6 +28,7 @@ from ansible.module_utils.pvetune.concerns import (
     nvidia,
     pcie,
 )
+from ansible.module_utils.pvetune.core import cpuprofile
 from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.policy import merge_policy
@@ -61,19 +62,32 @@ def _section(facts, name, reader, ctx):
                                 "trace": traceback.format_exc(limit=3)})
 
 
-def gather(fsroot, runner=None, policy=None):
-    """All facts for all checks, in one pass."""
+def gather(fsroot, runner=None, policy=None, sections=None):
+    """All facts for all checks (or only the named ``sections``), in one pass."""
     policy = policy or merge_policy(None)
     facts = {"schema": 1, "root": fsroot.root, "errors": []}
     ctx = Context(fsroot, runner, policy, facts)
     for concern in CONCERNS:
         for name, reader in concern.SECTIONS:
-            _section(facts, name, reader, ctx)
+            if sections is None or name in sections:
+                _section(facts, name, reader, ctx)
     return facts
 
 
+def host_policy(fsroot, policy):
+    """``policy`` resolved for the host under ``fsroot`` (cpuprofile.for_host on its cpu and cpuidle sections), for
+    the fix: raises ValueError when the CPU boot args cannot be told."""
+    resolved = cpuprofile.for_host(policy, gather(fsroot, None, policy, sections=("cpu", "cpuidle")))
+    if resolved["host_cpu"]["error"] and policy.get("cmdline_cpu_args"):
+        raise ValueError("cannot tell which CPU boot args this host needs (policy cmdline_cpu_args): %s"
+                         % resolved["host_cpu"]["error"])
+    return resolved
+
+
 def evaluate(facts, policy, only=None):
-    """Run every catalogue check (or the ids in ``only``) in catalogue order."""
+    """Run every catalogue check (or the ids in ``only``) in catalogue order, against ``policy`` as this host sees it
+    (cpuprofile.for_host: the CPU vendor's boot args, driver and C-state limit)."""
+    policy = cpuprofile.for_host(policy, facts)
     results = []
     skips = policy.get("skip_checks") or {}
     for entry in CATALOGUE:

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The boot helper (installed as /usr/local/sbin/pvetune-boot by pvetune_runtime).
 
-  pvetune-boot [--root DIR] cpufreq     governor/EPP/amd_pstate mode (config /etc/pvetune/cpufreq.json)
+  pvetune-boot [--root DIR] cpufreq     governor/EPP/P-state mode (config /etc/pvetune/cpufreq.json)
   pvetune-boot [--root DIR] pcie-mrrs   PCIe MaxReadReq of the NVIDIA functions (/etc/pvetune/pcie-mrrs.json)
   pvetune-boot [--root DIR] lxc-gpu     NVIDIA allow lines of the GPU CTs (/etc/pvetune/lxc-gpu.json)
 

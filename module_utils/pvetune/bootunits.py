@@ -66,14 +66,16 @@ NAMESPACE_INIT = "# pvetune runtime library namespace (installed by fix.yml; rol
 
 _UNITS = {
     "cpufreq": {
-        "description": "pvetune: amd_pstate mode, cpufreq governor and EPP",
+        "description": "pvetune: P-state driver mode, cpufreq governor and EPP",
         "comment": [
-            "Re-applies the amd_pstate mode, cpufreq governor and EPP from /etc/pvetune/cpufreq.json at boot",
-            "(runtime sysfs values do not survive a reboot), before the guests start.",
+            "Re-applies the P-state driver mode (amd_pstate, intel_pstate), cpufreq governor and EPP from",
+            "/etc/pvetune/cpufreq.json at boot (runtime sysfs values do not survive a reboot), before the",
+            "guests start.",
             "cpufreq governors built as modules are loaded by systemd-modules-load; run after anything else",
             "that sets governors (cpufrequtils, cpupower) so pvetune's values are the ones that stay.",
         ],
         "unit": ["Documentation=man:cpupower(1) https://docs.kernel.org/admin-guide/pm/amd-pstate.html",
+                 "Documentation=https://docs.kernel.org/admin-guide/pm/intel_pstate.html",
                  "After=systemd-modules-load.service cpufrequtils.service cpupower.service",
                  "Before=pve-guests.service"],
         "service": [],

@@ -11,7 +11,7 @@ wrote last, and for every runtime value the original.  ``plan_rollback``:
   and puts symlinks back, but only where the file still holds what pvetune
   wrote (or is already original); a file changed by someone else since is a
   *conflict*, left alone unless ``force``;
-* lists the runtime values to put back, in a safe order: the amd_pstate mode,
+* lists the runtime values to put back, in a safe order: the P-state driver mode,
   governors, EPP, sysctls, then PCIe Device Control (MaxReadReq).
 
 ``plan_rollback`` writes nothing; ``run_rollback`` (pvetune_rollback's flow) applies the plan: the files,
@@ -32,7 +32,7 @@ from ansible.module_utils.pvetune.core.runner import CommandUnavailable, RunFail
 
 BOOT_FILES_PREFIXES = ("/etc/default/grub", "/etc/kernel/cmdline", "/etc/kernel/proxmox-boot-pin",
                        "/etc/kernel/next-boot-pin")
-RUNTIME_ORDER = ("amd_pstate:", "cpufreq:", "sysctl:", "pcie:")
+RUNTIME_ORDER = (("amd_pstate:", "intel_pstate:"), "cpufreq:", "sysctl:", "pcie:")
 
 
 class RollbackError(Exception):
@@ -136,7 +136,7 @@ def remaining_manifest(manifest, done_paths, done_runtime):
 
 
 def restore_value(fsroot, key, entry, check_mode):
-    """Put one sysfs/procfs value (amd_pstate, cpufreq, sysctl) back to the manifest's original."""
+    """Put one sysfs/procfs value (P-state mode, cpufreq, sysctl) back to the manifest's original."""
     original = entry.get("original")
     path = entry.get("path") or ""
     if not path.startswith(("/sys/", "/proc/sys/")) or ".." in path.split("/"):

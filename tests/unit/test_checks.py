@@ -154,6 +154,24 @@ def gpus(*overrides):
     return apply
 
 
+INTEL_EFF = ["BOOT_IMAGE=/vmlinuz-6.14.8-2-pve", "root=/dev/mapper/pve-root", "ro", "intel_idle.max_cstate=1"]
+
+
+def intel(epp="performance", status="active", driver="intel_pstate"):
+    """An Intel Xeon host (values as in tests/fixtures/realdata/intel: intel_pstate, intel_idle) that passes the CPU
+    checks: intel_pstate active with HWP (EPP), governor performance, intel_idle.max_cstate=1 effective."""
+    def apply(facts):
+        facts["cpu"].update(vendor="GenuineIntel", model="INTEL(R) XEON(R) PLATINUM 8592+", amd_pstate_status=None,
+                            intel_pstate_status=status)
+        for pol in facts["cpu"]["policies"].values():
+            pol.update(driver=driver, epp=epp)
+        facts["cpuidle"].update(driver="intel_idle", max_cstate_param="9", intel_max_cstate_param="1",
+                                states={"state0": _state("POLL", 0, 4, 0), "state1": _state("C1", 1, 4, 0)})
+        facts["cmdline"] = {"raw": " ".join(INTEL_EFF), "args": list(INTEL_EFF)}
+        facts["boot"]["configured_args"] = list(INTEL_EFF[1:])
+    return apply
+
+
 SECTION_ERROR = "/some/path: Permission denied"
 BASE_EFF = ["BOOT_IMAGE=/vmlinuz", "root=ZFS=rpool/ROOT/pve-1", "iommu=pt"]
 BASE_CONF = ["root=ZFS=rpool/ROOT/pve-1", "iommu=pt"]
@@ -162,10 +180,25 @@ BASE_CONF = ["root=ZFS=rpool/ROOT/pve-1", "iommu=pt"]
 SCENARIOS = [
     # -- cpu.scaling_driver ----------------------------------------------------------------------------------
     ("cpu.scaling_driver", "pass", [], None, "every policy uses amd-pstate-epp", False),
-    ("cpu.scaling_driver", "skip", [setv(("cpu", "vendor"), "GenuineIntel"),
-                                    setv(("cpu", "model"), "Intel(R) Xeon(R) Platinum 8480+"),
-                                    all_policies("driver", "intel_pstate")], None,
-     "not an AMD CPU (Intel(R) Xeon(R) Platinum 8480+): amd_pstate does not apply", False),
+    ("cpu.scaling_driver", "skip", [setv(("cpu", "vendor"), "CentaurHauls"),
+                                    setv(("cpu", "model"), "ZHAOXIN KaiXian KX-7000"),
+                                    all_policies("driver", "acpi-cpufreq")], None,
+     "not an AMD or Intel CPU (ZHAOXIN KaiXian KX-7000): pvetune has no P-state or C-state settings for it", False),
+    # Intel hosts (issue 17): intel_pstate on their own terms, never amd_pstate.
+    ("cpu.scaling_driver", "pass", [intel()], None, "every policy uses intel_pstate", False),
+    ("cpu.scaling_driver", "fail", [intel(epp=None, status="passive", driver="intel_cpufreq")], None,
+     "intel_pstate is loaded in passive mode; switch at runtime with 'echo active > "
+     "/sys/devices/system/cpu/intel_pstate/status' and pvetune-cpufreq.service re-applies it at boot", False),
+    ("cpu.scaling_driver", "warn", [intel(epp=None)], None,
+     "every policy uses intel_pstate, but without HWP (no energy_performance_preference): HWP is off or not "
+     "supported", False),
+    ("cpu.scaling_driver", "warn", [intel(epp=None), args(INTEL_EFF + ["intel_pstate=no_hwp"])], None,
+     "intel_pstate=no_hwp is on /proc/cmdline: remove it and reboot", False),
+    ("cpu.scaling_driver", "fail", [intel(epp=None, status=None, driver="acpi-cpufreq")], None,
+     "driver is acpi-cpufreq; add intel_pstate=active to the kernel command line and reboot", True),
+    ("cpu.scaling_driver", "skip", [intel(), setv(("cpu", "hypervisor"), True), setv(("cpu", "policies"), {}),
+                                    setv(("cpu", "intel_pstate_status"), None)], None,
+     "no cpufreq driver is loaded and the CPU reports the hypervisor flag", False),
     ("cpu.scaling_driver", "error", [setv(("cpu",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
     ("cpu.scaling_driver", "fail", [all_policies("driver", "acpi-cpufreq"), setv(("cpu", "amd_pstate_status"), None),
                                     args(BASE_EFF, BASE_CONF)], None,
@@ -207,6 +240,9 @@ SCENARIOS = [
      "1 of 4 policies are not on performance", False),
     ("cpu.governor", "skip", [setv(("cpu", "policies"), {})], None, "no cpufreq policies", False),
     ("cpu.governor", "error", [setv(("cpu",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    ("cpu.governor", "fail", [intel(epp="balance_performance"), all_policies("governor", "powersave")], None,
+     "4 of 4 policies are not on performance", False),
+    ("cpu.governor", "skip", [setv(("cpu", "vendor"), "CentaurHauls")], None, "not an AMD or Intel CPU", False),
     # -- cpu.epp ---------------------------------------------------------------------------------------------
     ("cpu.epp", "pass", [], None, "all 4 policies prefer performance", False),
     ("cpu.epp", "fail", [all_policies("epp", "balance_power")], None, "4 of 4 policies do not prefer performance",
@@ -214,6 +250,10 @@ SCENARIOS = [
     ("cpu.epp", "skip", [all_policies("epp", None), all_policies("driver", "acpi-cpufreq")], None,
      "the cpufreq driver (acpi-cpufreq) offers no energy_performance_preference", False),
     ("cpu.epp", "error", [setv(("cpu",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    ("cpu.epp", "fail", [intel(epp="balance_performance")], None, "4 of 4 policies do not prefer performance", False),
+    ("cpu.epp", "skip", [intel(epp=None)], None,
+     "the cpufreq driver (intel_pstate) offers no energy_performance_preference (EPP needs amd_pstate or "
+     "intel_pstate with HWP in active mode)", False),
     # -- cpu.cstates -----------------------------------------------------------------------------------------
     ("cpu.cstates", "pass", [], None, "processor.max_cstate=1 effective; nothing deeper than C1 enabled", False),
     ("cpu.cstates", "fail", [setv(("cpuidle", "states", "state2"), _state("C2", 400, 4, 0))], None,
@@ -237,6 +277,26 @@ SCENARIOS = [
     ("cpu.cstates", "pass", [setv(("cpuidle", "states", "state1"), _state("C1_ACPI", 1, 4, 0))], None,
      "nothing deeper than C1 enabled", False),
     ("cpu.cstates", "error", [setv(("cpuidle",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    # Intel: the limit of intel_idle, which ignores processor.max_cstate (issue 17).
+    ("cpu.cstates", "pass", [intel()], None, "intel_idle.max_cstate=1 effective; nothing deeper than C1 enabled",
+     False),
+    ("cpu.cstates", "fail", [intel(), setv(("cpuidle", "intel_max_cstate_param"), "9"),
+                             setv(("cpuidle", "states", "state3"), _state("C6", 290, 4, 0)),
+                             args(BASE_EFF + ["processor.max_cstate=1"], BASE_CONF + ["processor.max_cstate=1"])],
+     None, "intel_idle.max_cstate=1 is not on /proc/cmdline; intel_idle module max_cstate is 9; enabled states "
+           "deeper than C1: C6 (290us)", True),
+    ("cpu.cstates", "pending", [intel(), setv(("cpuidle", "intel_max_cstate_param"), "9"),
+                                args(BASE_EFF, BASE_CONF + ["intel_idle.max_cstate=1"])],
+     None, "intel_idle.max_cstate=1 is configured in the boot loader; effective after reboot", True),
+    ("cpu.cstates", "skip", [setv(("cpuidle", "driver"), "none"), setv(("cpuidle", "states"), {}),
+                             setv(("cpu", "hypervisor"), True)], None,
+     "no cpuidle driver is in use (/sys/devices/system/cpu/cpuidle/current_driver: none), as in many virtual "
+     "machines: there is no C-state limit to set", False),
+    ("cpu.cstates", "skip", [setv(("cpuidle", "driver"), "haltpoll")], None,
+     "the idle driver in use is haltpoll, which no max_cstate boot argument limits", False),
+    # The C-state limit depends on the idle driver alone: an unreadable /proc/cpuinfo leaves it known.
+    ("cpu.cstates", "pass", [setv(("cpu",), {"error": SECTION_ERROR})], None, "processor.max_cstate=1 effective",
+     False),
     ("cpu.cstates", "error", [setv(("cmdline",), {"error": "/proc/cmdline: No such file or directory"})], None,
      "cannot tell whether processor.max_cstate=1 is effective: /proc/cmdline: No such file or directory", False),
     ("cpu.cstates", "fail", [setv(("cmdline",), {"error": "/proc/cmdline: No such file or directory"}),
@@ -328,6 +388,22 @@ SCENARIOS = [
      "/etc/default/grub:3: cannot evaluate", False),
     ("boot.cmdline", "error", [setv(("cmdline",), {"error": "/proc/cmdline: No such file or directory"})], None,
      "cannot tell which args are effective: /proc/cmdline: No such file or directory", False),
+    # The CPU's own args (issue 17): an Intel host is asked for intel_idle's limit, never for amd_pstate=active.
+    ("boot.cmdline", "pass", [intel()], None, "all required args configured in /etc/kernel/cmdline and effective",
+     False),
+    ("boot.cmdline", "fail", [intel(), args(BASE_EFF + ["processor.max_cstate=1"],
+                                            BASE_CONF + ["processor.max_cstate=1"])], None,
+     "intel_idle.max_cstate=1: not configured in /etc/kernel/cmdline", True),
+    # An explicit cmdline_required is the whole list: nothing of the CPU's is added.
+    ("boot.cmdline", "pass", [args(BASE_EFF, BASE_CONF)], {"cmdline_required": ["iommu=pt"]},
+     "all required args configured", False),
+    ("boot.cmdline", "fail", [args(BASE_EFF, BASE_CONF)],
+     {"cmdline_required": ["iommu=pt"], "cmdline_cpu_args": True},
+     "amd_pstate=active: not configured in /etc/kernel/cmdline; processor.max_cstate=1: not configured", True),
+    ("boot.cmdline", "error", [setv(("cpu",), {"error": SECTION_ERROR})], None,
+     "cannot tell which CPU boot args this host needs: " + SECTION_ERROR, False),
+    ("boot.cmdline", "pass", [setv(("cpu",), {"error": SECTION_ERROR})], {"cmdline_required": ["iommu=pt"]},
+     "all required args configured", False),
     # -- lxc.gpu_devices -------------------------------------------------------------------------------------
     ("lxc.gpu_devices", "pass", [], None, "1 GPU CTs allow the current NVIDIA majors", False),
     ("lxc.gpu_devices", "fail", [setv(("lxc", "cts", 0, "config"), CT_101.replace("c 511:* rwm", "c 509:* rwm"))],
@@ -372,7 +448,7 @@ EXPECTED_STATUSES = {
     "cpu.scaling_driver": {"pass", "fail", "warn", "pending", "skip", "error"},
     "cpu.governor": {"pass", "fail", "skip", "error"},
     "cpu.epp": {"pass", "fail", "skip", "error"},
-    "cpu.cstates": {"pass", "fail", "pending", "error"},
+    "cpu.cstates": {"pass", "fail", "pending", "skip", "error"},
     "kernel.numa_balancing": {"pass", "fail", "skip", "error"},
     "pcie.mrrs": {"pass", "fail", "skip", "error"},
     "pcie.link": {"pass", "fail", "warn", "skip", "error"},

@@ -1,4 +1,4 @@
-"""cpufreq: amd_pstate mode, governor and EPP (module_utils/pvetune/cpufreq.py, library/pvetune_cpufreq.py).
+"""cpufreq: P-state driver mode, governor and EPP (concerns/cpufreq_fix.py, pstate_fix.py, library/pvetune_cpufreq.py).
 
 Everything runs on tmp trees (scratch copies of the demo hosts or small hand-made trees);
 nothing here reads or writes this machine's /sys.
@@ -11,9 +11,8 @@ import sys
 import pytest
 import yaml
 from ansible.module_utils.pvetune import bootunits
-from ansible.module_utils.pvetune.concerns import cpufreq_fix
+from ansible.module_utils.pvetune.concerns.cpufreq import AMD_PSTATE_STATUS
 from ansible.module_utils.pvetune.concerns.cpufreq_fix import (
-    AMD_PSTATE_STATUS,
     CpufreqError,
     apply_mode,
     apply_policies,
@@ -29,6 +28,7 @@ from ansible.module_utils.pvetune.concerns.cpufreq_fix import (
     validate_config,
     write_sysfs,
 )
+from ansible.module_utils.pvetune.core.cpuprofile import PSTATE
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from modharness import run_module
 from runtimeutil import run_helper
@@ -80,15 +80,19 @@ def write(root, num, name, value):
         handle.write(value + "\n")
 
 
-def make_cpu_tree(root, policies, status=None):
-    """A minimal cpufreq tree: policies = [{"num", "driver", "governor", "epp", "cpus"}]."""
+def make_cpu_tree(root, policies, status=None, vendor="AuthenticAMD"):
+    """A minimal cpufreq tree: policies = [{"num", "driver", "governor", "epp", "cpus"}], the P-state driver's
+    status file when ``status`` is given, and a /proc/cpuinfo naming ``vendor``."""
+    os.makedirs(os.path.join(str(root), "proc"), exist_ok=True)
+    with open(os.path.join(str(root), "proc/cpuinfo"), "w") as handle:
+        handle.write("processor\t: 0\nvendor_id\t: %s\nmodel name\t: test CPU\n\n" % vendor)
     base = os.path.join(str(root), POLDIR)
     for pol in policies:
         pdir = os.path.join(base, "policy%d" % pol["num"])
         os.makedirs(pdir)
         files = {"affected_cpus": pol.get("cpus", str(pol["num"])), "scaling_driver": pol["driver"],
                  "scaling_governor": pol["governor"]}
-        if pol["driver"] == "amd-pstate-epp":
+        if pol["driver"] in ("amd-pstate-epp", "intel_pstate"):
             files["scaling_available_governors"] = "performance powersave "
             files["energy_performance_available_preferences"] = \
                 "default performance balance_performance balance_power power "
@@ -99,17 +103,18 @@ def make_cpu_tree(root, policies, status=None):
             with open(os.path.join(pdir, name), "w") as handle:
                 handle.write(value + "\n")
     if status is not None:
-        os.makedirs(os.path.join(str(root), "sys/devices/system/cpu/amd_pstate"))
-        with open(os.path.join(str(root), "sys/devices/system/cpu/amd_pstate/status"), "w") as handle:
+        path = FsRoot(str(root)).path(PSTATE[vendor]["status_file"])
+        os.makedirs(os.path.dirname(path))
+        with open(path, "w") as handle:
             handle.write(status + "\n")
     return FsRoot(str(root))
 
 
 class FakeKernel:
-    """A writer with amd-pstate-epp semantics, on a tree: records the order of writes.
+    """A writer with amd-pstate-epp / intel_pstate (HWP) semantics, on a tree: records the order of writes.
 
     governor performance forces EPP performance; an EPP write other than performance while the
-    governor is performance fails with EBUSY; writing amd_pstate/status switches every policy's driver.
+    governor is performance fails with EBUSY; writing a P-state driver's status switches every policy's driver.
     """
 
     def __init__(self):
@@ -125,9 +130,10 @@ class FakeKernel:
         if name == "scaling_governor" and value == "performance" and fsroot.exists(
                 pdir + "/energy_performance_preference"):
             write_sysfs(fsroot, pdir + "/energy_performance_preference", "performance")
-        if host_path == AMD_PSTATE_STATUS:
+        row = {r["status_file"]: r for r in PSTATE.values()}.get(host_path)
+        if row:
             for pol in read_state(fsroot)["policies"]:
-                write_sysfs(fsroot, pol["dir"] + "/scaling_driver", cpufreq_fix.MODE_DRIVERS[value])
+                write_sysfs(fsroot, pol["dir"] + "/scaling_driver", row["modes"][value])
                 if value == "active":
                     for fname, content in (("scaling_available_governors", "performance powersave"),
                                            ("energy_performance_available_preferences",
@@ -136,7 +142,7 @@ class FakeKernel:
                             handle.write(content + "\n")
                     with open(fsroot.path(pol["dir"]) + "/energy_performance_preference", "w") as handle:
                         handle.write("performance\n")
-                    write_sysfs(fsroot, pol["dir"] + "/scaling_governor", "performance")
+                    write_sysfs(fsroot, pol["dir"] + "/scaling_governor", row["initial_governor"])
 
 
 def epp_policy(num, governor="powersave", epp="balance_power", cpus=None):
@@ -147,8 +153,9 @@ def epp_policy(num, governor="powersave", epp="balance_power", cpus=None):
 # -- options ---------------------------------------------------------------------------
 def test_validate_config_accepts_the_policy_values():
     assert validate_config({"amd_pstate_mode": "active", "governor": "performance", "epp": "performance"}) == {
-        "amd_pstate_mode": "active", "governor": "performance", "epp": "performance"}
-    assert validate_config({}) == {"amd_pstate_mode": None, "governor": None, "epp": None}
+        "amd_pstate_mode": "active", "intel_pstate_mode": None, "governor": "performance", "epp": "performance"}
+    assert validate_config({}) == {"amd_pstate_mode": None, "intel_pstate_mode": None, "governor": None,
+                                   "epp": None}
     assert validate_config({"epp": "balance_performance"})["epp"] == "balance_performance"
 
 
@@ -160,6 +167,7 @@ def test_validate_config_rejects_injection(key, bad):
 
 
 @pytest.mark.parametrize("config", [{"amd_pstate_mode": "enabled"}, {"amd_pstate_mode": "active\n"},
+                                    {"intel_pstate_mode": "guided"}, {"intel_pstate_mode": "off"},
                                     {"mode": "active"}, ["active"]])
 def test_validate_config_rejects_bad_mode_and_keys(config):
     with pytest.raises(CpufreqError):
@@ -218,7 +226,7 @@ def test_plan_skips_epp_without_driver_support_and_offline_policies(tmp_path):
     assert group_reasons(plan["epp_skipped"]) == [{
         "policies": "0,2", "count": 2,
         "reason": "scaling driver acpi-cpufreq offers no EPP (energy_performance_preference): EPP needs "
-                  "amd_pstate in active mode"}]
+                  "amd_pstate or intel_pstate with HWP in active mode"}]
 
 
 def test_plan_without_any_policy_is_an_error(tmp_path):
@@ -228,13 +236,13 @@ def test_plan_without_any_policy_is_an_error(tmp_path):
 
 
 def test_plan_mode():
-    base = {"amd_pstate_present": True, "amd_pstate_status": "passive", "policies": []}
+    base = {"pstate": "amd_pstate", "pstate_present": True, "pstate_status": "passive", "policies": []}
     assert plan_mode(base, None)["action"] == "not_requested"
     assert plan_mode(base, "passive")["action"] == "none"
     step = plan_mode(base, "active")
     assert (step["action"], step["before"], step["after"], step["reboot_required"]) == (
         "switch", "passive", "active", False)
-    missing = {"amd_pstate_present": False, "amd_pstate_status": None, "policies": [
+    missing = {"pstate": "amd_pstate", "pstate_present": False, "pstate_status": None, "policies": [
         {"name": "policy0", "num": 0, "online": True, "driver": "acpi-cpufreq"}]}
     step = plan_mode(missing, "active")
     assert step["action"] == "unavailable" and step["reboot_required"] is True
@@ -259,8 +267,8 @@ def test_module_no_reboot_when_booted_with_the_arg_and_amd_pstate_absent(tmp_pat
         handle.write(cmdline + " amd_pstate=active\n")
     res = run_module("pvetune_cpufreq", args(root))
     assert "failed" not in res, res.get("msg")
-    assert res["amd_pstate"]["action"] == "unavailable" and res["reboot_required"] is False
-    assert "did not load" in res["amd_pstate"]["message"]
+    assert res["pstate"]["action"] == "unavailable" and res["reboot_required"] is False
+    assert "did not load" in res["pstate"]["message"]
 
 
 def test_predict_after_switch_to_active_and_passive(tmp_path):
@@ -432,7 +440,7 @@ def test_module_acpi_cpufreq_needs_the_boot_arg(tmp_path):
         write(root, num, "scaling_governor", "schedutil")
     res = run_module("pvetune_cpufreq", args(root))
     assert "failed" not in res, res.get("msg")
-    assert res["reboot_required"] is True and res["amd_pstate"]["action"] == "unavailable"
+    assert res["reboot_required"] is True and res["pstate"]["action"] == "unavailable"
     assert any("amd_pstate=active" in m for m in res["messages"])
     assert res["epp_skipped"][0]["policies"] == "0-127"
     assert res["changes"]["runtime"] == [{"key": "cpufreq:policy[0-2]:scaling_governor", "before": "schedutil",
@@ -444,7 +452,7 @@ def test_module_mode_switch_failure_is_reported_not_failed(tmp_path):
     root = scratch(tmp_path, "pve-gpu03")  # amd-pstate passive; a tree cannot switch the driver
     res = run_module("pvetune_cpufreq", args(root))
     assert "failed" not in res, res.get("msg")
-    assert res["amd_pstate"]["action"] == "failed" and res["reboot_required"] is True
+    assert res["pstate"]["action"] == "failed" and res["reboot_required"] is True
     assert res["changed"] is False
     with open(os.path.join(root, "sys/devices/system/cpu/amd_pstate/status")) as handle:
         assert handle.read() == "passive\n"
@@ -456,7 +464,7 @@ def test_module_check_mode_predicts_after_a_mode_switch(tmp_path):
     root = scratch(tmp_path, "pve-gpu03")
     before = snapshot(root)
     res = run_module("pvetune_cpufreq", args(root), check_mode=True, diff=True)
-    assert res["predicted"] is True and res["amd_pstate"]["action"] == "switch"
+    assert res["predicted"] is True and res["pstate"]["action"] == "switch"
     assert res["drivers"] == {"amd-pstate-epp": "0-127"}
     assert "amd_pstate:status = active" in res["diff"][0]["after"]
     assert snapshot(root) == before

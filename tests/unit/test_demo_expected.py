@@ -13,6 +13,8 @@ import sys
 
 import pytest
 import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
 from ansible.module_utils.pvetune import bootunits
 from ansible.module_utils.pvetune.core.changeset import ChangeSet
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
@@ -39,15 +41,21 @@ def policy():
         return merge_policy(yaml.safe_load(handle)["pvetune_policy"])
 
 
+def _trusted(value):
+    if isinstance(value, dict):
+        return {k: _trusted(v) for k, v in value.items()}
+    return trust_as_template(value) if isinstance(value, str) else value
+
+
 def boot_configs(policy):
-    """What roles/pvetune_fix's boot task passes to pvetune_runtime for the demo inventory."""
-    return {
-        "cpufreq": {"amd_pstate_mode": policy["amd_pstate_mode"], "governor": policy["governor"],
-                    "epp": policy["epp"]},
-        "pcie-mrrs": {"mrrs": policy["pcie_mrrs"], "vendor": policy["pcie_vendor"],
-                      "class_prefix": policy["pcie_class_prefix"], "bdfs": []},
-        "lxc-gpu": {"ctids": [], "cgroup_version": "auto", "wait_seconds": 60},
-    }
+    """What roles/pvetune_fix's boot task passes to pvetune_runtime for the demo inventory: the task's own
+    ``configs`` templated by Ansible with the role defaults and the policy (not a copy of the mapping)."""
+    with open(os.path.join(TOP, "roles", "pvetune_fix", "tasks", "boot.yml")) as handle:
+        (task,) = yaml.safe_load(handle)
+    with open(os.path.join(TOP, "roles", "pvetune_fix", "defaults", "main.yml")) as handle:
+        variables = yaml.safe_load(handle)
+    variables["pvetune_fix_policy"] = policy
+    return Templar(loader=DataLoader(), variables=variables).template(_trusted(task["pvetune_runtime"]["configs"]))
 
 
 @pytest.fixture

@@ -67,7 +67,7 @@ def test_write_mode_produces_the_committed_file(tmp_path, text):
 # policy (a generator that printed the wrong column, a stale default or the raw template would still
 # produce a file "in sync" with itself).  A new or changed check updates this table too.
 CHECKS = [  # id, severity, fix tag ("-": not fixed), reboot
-    ("cpu.scaling_driver", "high", "cpu", "when amd_pstate is not loaded"),
+    ("cpu.scaling_driver", "high", "cpu", "when the P-state driver is not loaded"),
     ("cpu.governor", "high", "cpu", "no"),
     ("cpu.epp", "medium", "cpu", "no"),
     ("cpu.cstates", "high", "cmdline", "yes"),
@@ -83,11 +83,13 @@ CHECKS = [  # id, severity, fix tag ("-": not fixed), reboot
 POLICY_DEFAULTS = {  # key: (default as the table shows it, the checks it is used in)
     "amd_pstate_mode": ('"active"', "`cpu.scaling_driver`"),
     "cmdline_forbidden": ("[]", "`boot.cmdline`"),
-    "cmdline_required": ('["amd_pstate=active", "processor.max_cstate=1"]', "`boot.cmdline`"),
+    "cmdline_cpu_args": ("true", "`boot.cmdline`"),
+    "cmdline_required": ("[]", "`boot.cmdline`"),
     "epp": ('"performance"', "`cpu.epp`"),
     "governor": ('"performance"', "`cpu.governor`"),
     "kernel_package": ('"proxmox-kernel-6.14"', "`kernel.version`"),
     "kernel_series": ('"6.14"', "`kernel.version`"),
+    "intel_pstate_mode": ('"active"', "`cpu.scaling_driver`"),
     "lxc_check": ("true", "`lxc.gpu_devices`"),
     "max_cstate": ("1", "`cpu.cstates`"),
     "numa_balancing": ("0", "`kernel.numa_balancing`"),
@@ -95,7 +97,7 @@ POLICY_DEFAULTS = {  # key: (default as the table shows it, the checks it is use
     "pcie_class_prefix": ('"0x03"', "`pcie.mrrs`, `pcie.link`, `nvidia.driver`"),
     "pcie_mrrs": ("4096", "`pcie.mrrs`"),
     "pcie_vendor": ('"0x10de"', "`pcie.mrrs`, `pcie.link`, `nvidia.driver`"),
-    "scaling_driver": ('"amd-pstate-epp"', "`cpu.scaling_driver`"),
+    "scaling_driver": ('""', "`cpu.scaling_driver`"),
     "scaling_driver_fallback": ("[]", "`cpu.scaling_driver`"),
     "skip_checks": ("{}", "every check"),
 }
@@ -104,12 +106,17 @@ RENDERED = {
     "pcie.mrrs": ("PCIe Max Read Request Size 4096 on every NVIDIA GPU",
                   "MaxReadReq 4096 bytes on every NVIDIA function (vendor 0x10de, class 0x03xx)"),
     "boot.cmdline": ("Kernel command line has the required arguments (configured and effective)",
-                     "amd_pstate=active processor.max_cstate=1 configured in the active boot loader and present "
-                     "in /proc/cmdline"),
+                     "the CPU's own args (amd_pstate=active processor.max_cstate=1 on AMD, "
+                     "intel_idle.max_cstate=1 on Intel) configured in the active boot loader and present in "
+                     "/proc/cmdline"),
     "kernel.version": ("Kernel series 6.14 running",
                        "a 6.14.x kernel running, and pinned or default for the next boot"),
-    "cpu.cstates": ("C-states: processor.max_cstate=1 effective, nothing deeper than C1 enabled",
-                    "processor.max_cstate=1 on /proc/cmdline and no enabled idle state deeper than C1"),
+    "cpu.cstates": ("C-states: processor.max_cstate=1 (acpi_idle) or intel_idle.max_cstate=1 (intel_idle) "
+                    "effective, nothing deeper than C1 enabled",
+                    "processor.max_cstate=1 (acpi_idle) or intel_idle.max_cstate=1 (intel_idle) on /proc/cmdline "
+                    "and no enabled idle state deeper than C1"),
+    "cpu.scaling_driver": ("CPU frequency driver: amd_pstate (AMD) or intel_pstate (Intel) in active mode",
+                           "the mode's driver (amd-pstate-epp, intel_pstate) on every policy"),
 }
 
 

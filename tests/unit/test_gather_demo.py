@@ -368,7 +368,12 @@ def test_missing_cpuinfo_is_a_cpu_section_error(copy_host, demo_results):
     for cid in ("cpu.scaling_driver", "cpu.governor", "cpu.epp"):
         assert res[cid]["status"] == "error"
         assert res[cid]["message"] == "/proc/cpuinfo: No such file or directory"
-    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"cpu.scaling_driver", "cpu.governor", "cpu.epp"})
+    # Without the vendor the CPU's own boot args are unknown; the C-state limit follows the idle driver alone.
+    assert res["boot.cmdline"]["status"] == "error"
+    assert res["boot.cmdline"]["message"] == ("cannot tell which CPU boot args this host needs: "
+                                              "/proc/cpuinfo: No such file or directory")
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1],
+                            {"cpu.scaling_driver", "cpu.governor", "cpu.epp", "boot.cmdline"})
 
 
 def test_broken_copies_did_not_leak_into_the_shared_copy(base_copy):

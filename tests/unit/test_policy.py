@@ -44,6 +44,15 @@ def test_merge_overrides_key_by_key():
     assert merge_policy({}) == DEFAULT_POLICY
 
 
+def test_an_explicit_cmdline_required_is_the_whole_list():
+    """cmdline_required given without cmdline_cpu_args: the CPU's own boot args are not added (issue 17)."""
+    assert merge_policy(None)["cmdline_cpu_args"] is True
+    assert merge_policy({"cmdline_required": ["iommu=pt"]})["cmdline_cpu_args"] is False
+    both = merge_policy({"cmdline_required": ["iommu=pt"], "cmdline_cpu_args": True})
+    assert both["cmdline_cpu_args"] is True and both["cmdline_required"] == ["iommu=pt"]
+    assert merge_policy({"pcie_mrrs": 2048})["cmdline_cpu_args"] is True
+
+
 def test_overrides_are_copied():
     overrides = {"cmdline_required": ["iommu=pt"]}
     policy = merge_policy(overrides)
@@ -80,7 +89,8 @@ def test_unknown_keys_rejected(overrides, named):
 
 BAD_VALUES = {
     "amd_pstate_mode": ["ACTIVE", "disable", "", None, 1, "active\n", "act ive", ["active"]],
-    "scaling_driver": ["amd pstate", "Amd-pstate", "", None, "x" * 40, "amd-pstate\n", "$(id)", 1],
+    "intel_pstate_mode": ["guided", "off", "ACTIVE", "", None, 1, "active\n", ["active"]],
+    "scaling_driver": ["amd pstate", "Amd-pstate", None, "x" * 40, "amd-pstate\n", "$(id)", 1],
     "scaling_driver_fallback": ["acpi-cpufreq", ["acpi cpufreq"], [1], ["ACPI"], ["acpi-cpufreq\n"], None, {}],
     "governor": ["Performance", "perf ormance", "", "performance\n", "performance;reboot", 0, None, "-performance"],
     "epp": ["balance power", "", "performance\n", None, 3, "POWER"],
@@ -95,6 +105,7 @@ BAD_VALUES = {
     "cmdline_required": ["amd_pstate=active", [1], None, {"a": 1}] + [[bad] for bad in INJECTIONS],
     "cmdline_forbidden": ["quiet", [None], ["quiet; reboot"], [["quiet"]], ["nomodeset\n"], ["$(id)"]],
     "lxc_check": [1, 0, "yes", "true", None],
+    "cmdline_cpu_args": [1, 0, "yes", None],
     "nvidia_persistence": [1, "false", None],
     "skip_checks": [["pcie.mrrs"], "pcie.mrrs", {"pcie.mrrs": 1}, {"pcie.mrrs": None}, {1: "x"},
                     {"pcie.mrr": "typo"}, {"no.such.check": "x"}, None],
@@ -124,7 +135,8 @@ def test_cmdline_injection_strings_rejected_with_the_arg_named(arg):
 
 GOOD_VALUES = {
     "amd_pstate_mode": ["active", "passive", "guided"],
-    "scaling_driver": ["amd-pstate-epp", "amd-pstate", "acpi-cpufreq", "intel_pstate"],
+    "intel_pstate_mode": ["active", "passive"],
+    "scaling_driver": ["", "amd-pstate-epp", "amd-pstate", "acpi-cpufreq", "intel_pstate", "intel_cpufreq"],
     "scaling_driver_fallback": [[], ["acpi-cpufreq"], ["acpi-cpufreq", "amd-pstate"]],
     "governor": ["performance", "schedutil", "powersave"],
     "epp": ["performance", "balance_performance", "power"],
@@ -141,6 +153,7 @@ GOOD_VALUES = {
                          ["x=@a+b/c:d"]],
     "cmdline_forbidden": [[], ["nomodeset"], ["processor.max_cstate=5"]],
     "lxc_check": [True, False],
+    "cmdline_cpu_args": [True, False],
     "nvidia_persistence": [True, False],
     "skip_checks": [{}, {"pcie.mrrs": "VFIO host"}, dict.fromkeys(BY_ID, "")],
 }

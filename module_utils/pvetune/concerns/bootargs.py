@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible.module_utils.pvetune.core import cpuprofile
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.formats import grub_chain, grub_parse, kernel_cmdline
@@ -108,7 +109,12 @@ def _arg_state(facts, arg):
 
 def check_cmdline(facts, policy):
     cid = "boot.cmdline"
+    policy = cpuprofile.for_host(policy, facts)
     boot = facts.get("boot") or {}
+    cpu_err = policy["host_cpu"]["error"] if policy.get("cmdline_cpu_args") else None
+    if cpu_err:
+        return make_result(cid, policy, "error", None, "cannot tell which CPU boot args this host needs: %s"
+                           % cpu_err, evidence=boot.get("evidence"))
     if boot.get("error"):
         return make_result(cid, policy, "error", None, boot["error"], evidence=boot.get("evidence"))
     cmdline_err = section_error(facts, "cmdline")

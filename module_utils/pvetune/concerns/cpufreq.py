@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, pvetune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""CPU frequency scaling: reader of the cpufreq state (driver, governor, EPP per policy, amd_pstate status, CPU
-identity), shared by the audit, the fix and the boot helper, and the evaluators of cpu.scaling_driver, cpu.governor
-and cpu.epp.
+"""CPU frequency scaling: reader of the cpufreq state (driver, governor, EPP per policy, the P-state driver's status,
+CPU identity), shared by the audit, the fix and the boot helper; the per-vendor P-state driver table ``PSTATE``; the
+evaluators of cpu.scaling_driver, cpu.governor and cpu.epp.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -12,7 +12,9 @@ __metaclass__ = type
 
 import re
 
+from ansible.module_utils.pvetune.core import cpuprofile
 from ansible.module_utils.pvetune.concerns.bootargs import _arg_state
+from ansible.module_utils.pvetune.core.cpuprofile import CPU_DIR, PSTATE, PSTATE_BY_DRIVER
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error, short_list
 from ansible.module_utils.pvetune.formats.cpu_list import parse_cpu_list
@@ -25,32 +27,32 @@ def gather_cpu(fsroot):
     return out
 
 
-def _is_amd(facts):
-    return (facts.get("cpu") or {}).get("vendor") == "AuthenticAMD"
+def _host(facts, policy):
+    """(resolved policy, host profile) of this host (concerns/cpuprofile.py)."""
+    policy = cpuprofile.for_host(policy, facts)
+    return policy, policy["host_cpu"]
 
 
 # -- CPU ---------------------------------------------------------------------
 def check_scaling_driver(facts, policy):
     cid = "cpu.scaling_driver"
     err = section_error(facts, "cpu")
+    policy, prof = _host(facts, policy)
     if err:
         return make_result(cid, policy, "error", None, err)
     cpu = facts["cpu"]
     ev = list(cpu.get("evidence", []))
-    if not _is_amd(facts):
-        return make_result(cid, policy, "skip", cpu.get("vendor"),
-                           "not an AMD CPU (%s): amd_pstate does not apply" % (cpu.get("model") or cpu.get("vendor")),
-                           evidence=ev)
-    policies = cpu.get("policies") or {}
+    if prof["why"]:
+        return make_result(cid, policy, "skip", cpu.get("vendor"), prof["why"], evidence=ev)
+    row = PSTATE_BY_DRIVER[prof["pstate"]]
     drivers = {}
-    for name, pol in policies.items():
+    for name, pol in (cpu.get("policies") or {}).items():
         drivers.setdefault(pol.get("driver") or "(unreadable)", []).append(name)
-    status_file = cpu.get("amd_pstate_status")
+    status_file = cpu.get(row["status_key"])
     current = ", ".join("%s (%d policies)" % (d, len(p)) for d, p in sorted(drivers.items())) or "no cpufreq driver"
     if status_file is not None:
-        current += "; amd_pstate/status=%s" % status_file
-    want = policy["scaling_driver"]
-    mode_arg = "amd_pstate=%s" % policy["amd_pstate_mode"]
+        current += "; %s/status=%s" % (row["driver"], status_file)
+    want, mode, mode_arg = prof["scaling_driver"], prof["pstate_mode"], prof["pstate_arg"]
     items = [{"name": d, "status": "pass" if d == want else "fail", "current": d, "expected": want,
               "message": "policies: %s" % ",".join(sorted(p, key=lambda x: int(x[6:]) if x[6:].isdigit() else 0)[:8])
               + (" …" if len(p) > 8 else "")} for d, p in sorted(drivers.items())]
@@ -61,26 +63,26 @@ def check_scaling_driver(facts, policy):
             return make_result(cid, policy, "error", current, "cannot read the cpufreq driver of %d policies: %s"
                                % (len(unreadable), "; ".join(unreadable[:4])), items, ev)
     if drivers and set(drivers) == {want}:
-        return make_result(cid, policy, "pass", current, "every policy uses %s" % want, items, ev)
+        return _driver_pass(cid, policy, prof, facts, current, items, ev)
     arg_state = _arg_state(facts, mode_arg)[0]
-    runtime_switch = status_file in ("passive", "guided", "disable") and status_file != policy["amd_pstate_mode"]
-    hint = (" (or switch now: echo %s > /sys/devices/system/cpu/amd_pstate/status)" % policy["amd_pstate_mode"]
-            if runtime_switch else "")
+    runtime_switch = status_file is not None and status_file != mode
+    hint = (" (or switch now: echo %s > %s)" % (mode, row["status_file"]) if runtime_switch else "")
     if arg_state == "pending":
         return make_result(cid, policy, "pending", current,
                            "%s is configured in the boot loader but not on /proc/cmdline yet: reboot%s"
                            % (mode_arg, hint), items, ev, reboot_required=True)
     if runtime_switch:
+        boot = ("configure %s for the next boot" % mode_arg if row["arg_always"]
+                else "pvetune-cpufreq.service re-applies it at boot")
         return make_result(cid, policy, "fail", current,
-                           "amd_pstate is loaded in %s mode; switch at runtime with 'echo %s > "
-                           "/sys/devices/system/cpu/amd_pstate/status' and configure %s for the next boot"
-                           % (status_file, policy["amd_pstate_mode"], mode_arg), items, ev,
-                           reboot_required=arg_state != "effective")
+                           "%s is loaded in %s mode; switch at runtime with 'echo %s > %s' and %s"
+                           % (row["driver"], status_file, mode, row["status_file"], boot), items, ev,
+                           reboot_required=row["arg_always"] and arg_state != "effective")
     fallback = set(policy.get("scaling_driver_fallback") or [])
     if drivers and set(drivers) <= fallback:
         # Say why the wanted driver is not there, so an accepted fallback is never a silent pass.
-        why = {"effective": "%s is on /proc/cmdline but amd_pstate did not load (no CPPC in the firmware?)"
-                            % mode_arg,
+        why = {"effective": "%s is on /proc/cmdline but %s did not load (no %s in the firmware?)"
+                            % (mode_arg, row["driver"], row["firmware"]),
                "transient": "%s is on /proc/cmdline but not configured in the boot loader" % mode_arg,
                "missing": "%s is not on the kernel command line" % mode_arg}.get(arg_state)
         return make_result(cid, policy, "warn", current,
@@ -88,15 +90,30 @@ def check_scaling_driver(facts, policy):
                            % (", ".join(sorted(drivers)), want, "; " + why if why else ""), items, ev)
     if not drivers:
         return make_result(cid, policy, "fail", current,
-                           "no cpufreq driver is active; expected %s" % want, items, ev, reboot_required=True)
+                           "no cpufreq driver is active; expected %s (%s)" % (want, mode_arg), items, ev,
+                           reboot_required=True)
     if arg_state == "effective":
-        msg = ("%s is on /proc/cmdline but the driver is %s: amd_pstate did not load "
-               "(is CPPC enabled in the BIOS?)" % (mode_arg, ", ".join(sorted(drivers))))
+        msg = ("%s is on /proc/cmdline but the driver is %s: %s did not load (is %s enabled in the BIOS?)"
+               % (mode_arg, ", ".join(sorted(drivers)), row["driver"], row["firmware"]))
     else:
         msg = "driver is %s; add %s to the kernel command line and reboot" % (", ".join(sorted(drivers)), mode_arg)
     if unreadable:
         msg += "; cannot read %s" % "; ".join(unreadable[:4])
     return make_result(cid, policy, "fail", current, msg, items, ev, reboot_required=True)
+
+
+def _driver_pass(cid, policy, prof, facts, current, items, ev):
+    """Every policy on the wanted driver; intel_pstate without HWP is a warn (no EPP, the driver's own P-state
+    algorithm instead of the hardware's)."""
+    cpu = facts["cpu"]
+    has_epp = any(p.get("epp") is not None for p in (cpu.get("policies") or {}).values())
+    if prof["vendor"] == "intel" and prof["scaling_driver"] == "intel_pstate" and not has_epp:
+        no_hwp = "intel_pstate=no_hwp" in ((facts.get("cmdline") or {}).get("args") or [])
+        why = ("intel_pstate=no_hwp is on /proc/cmdline: remove it and reboot" if no_hwp
+               else "HWP is off or not supported: enable Hardware P-States (HWP) in the BIOS")
+        return make_result(cid, policy, "warn", current, "every policy uses intel_pstate, but without HWP (no "
+                           "energy_performance_preference): %s" % why, items, ev)
+    return make_result(cid, policy, "pass", current, "every policy uses %s" % prof["scaling_driver"], items, ev)
 
 
 def _policy_items(policies, key, want, label):
@@ -121,11 +138,14 @@ def _read_errors(cpu, fname):
 def check_governor(facts, policy):
     cid = "cpu.governor"
     err = section_error(facts, "cpu")
+    policy, prof = _host(facts, policy)
     if err:
         return make_result(cid, policy, "error", None, err)
     cpu = facts["cpu"]
     policies = cpu.get("policies") or {}
     ev = list(cpu.get("evidence", []))
+    if prof["why"]:
+        return make_result(cid, policy, "skip", None, prof["why"], evidence=ev)
     if not policies:
         return make_result(cid, policy, "skip", None, "no cpufreq policies: no frequency scaling driver is active",
                            evidence=ev)
@@ -151,16 +171,19 @@ def check_governor(facts, policy):
 def check_epp(facts, policy):
     cid = "cpu.epp"
     err = section_error(facts, "cpu")
+    policy, prof = _host(facts, policy)
     if err:
         return make_result(cid, policy, "error", None, err)
     cpu = facts["cpu"]
     ev = list(cpu.get("evidence", []))
+    if prof["why"]:
+        return make_result(cid, policy, "skip", None, prof["why"], evidence=ev)
     policies = {n: p for n, p in (cpu.get("policies") or {}).items() if p.get("epp") is not None}
     if not policies:
         drivers = sorted({p.get("driver") or "?" for p in (cpu.get("policies") or {}).values()})
         return make_result(cid, policy, "skip", None,
-                           "the cpufreq driver (%s) offers no energy_performance_preference"
-                           % (", ".join(drivers) or "none"), evidence=ev)
+                           "the cpufreq driver (%s) offers no energy_performance_preference (%s)"
+                           % (", ".join(drivers) or "none", EPP_NEEDS), evidence=ev)
     want = policy["epp"]
     bad, items = _policy_items(policies, "epp", want, "epp")
     if not bad:
@@ -171,7 +194,7 @@ def check_epp(facts, policy):
                        items, ev)
 
 
-CPU_DIR = "/sys/devices/system/cpu"
+EPP_NEEDS = "EPP needs amd_pstate or intel_pstate with HWP in active mode"
 
 
 def _natural_key(name):
@@ -180,9 +203,10 @@ def _natural_key(name):
 
 # -- CPU -----------------------------------------------------------------
 def read_cpuinfo_identity(fsroot):
-    """Vendor and model name from the first processor block of /proc/cpuinfo."""
+    """Vendor, model name and the hypervisor flag from the first processor block of /proc/cpuinfo."""
     text = fsroot.read_text("/proc/cpuinfo", limit=16384)
     vendor = model = None
+    hypervisor = False
     for line in text.splitlines():
         if not line.strip():
             if vendor:
@@ -194,11 +218,13 @@ def read_cpuinfo_identity(fsroot):
             vendor = value.strip()
         elif key == "model name" and model is None:
             model = value.strip()
-    return {"vendor": vendor, "model": model}
+        elif key == "flags":
+            hypervisor = hypervisor or "hypervisor" in value.split()
+    return {"vendor": vendor, "model": model, "hypervisor": hypervisor}
 
 
 CPUFREQ_DIR = CPU_DIR + "/cpufreq"
-AMD_PSTATE_STATUS = CPU_DIR + "/amd_pstate/status"
+AMD_PSTATE_STATUS = PSTATE["AuthenticAMD"]["status_file"]
 _POLICY_NAME = re.compile(r"^policy(\d+)$")
 # (key, file) of every policy attribute read; "available_*" are space-separated lists.
 _POLICY_FILES = (
@@ -237,16 +263,17 @@ def read_policies(fsroot):
 
 
 def read_cpufreq(fsroot):
-    """The audit's view of read_policies(): one entry per policy, plus amd_pstate status.
+    """The audit's view of read_policies(): one entry per policy, plus the P-state drivers' status files.
 
     A policy whose ``affected_cpus`` is empty has no online CPU: the kernel keeps its
     directory but refuses reads of its scaling files (EBUSY).  It is listed in
     ``offline_policies``, not in ``policies``, so it is neither an error nor a mismatch.
     """
     out = {"policies": {}, "offline_policies": [], "errors": [], "evidence": []}
-    out["amd_pstate_status"] = fsroot.try_value(AMD_PSTATE_STATUS)
-    if out["amd_pstate_status"] is not None:
-        out["evidence"].append(AMD_PSTATE_STATUS + " = %s" % out["amd_pstate_status"])
+    for row in sorted(PSTATE.values(), key=lambda r: r["driver"]):
+        out[row["status_key"]] = fsroot.try_value(row["status_file"])
+        if out[row["status_key"]] is not None:
+            out["evidence"].append(row["status_file"] + " = %s" % out[row["status_key"]])
     out["online"] = fsroot.try_value(CPU_DIR + "/online")
     policies = read_policies(fsroot)
     for pol in policies:

@@ -1,26 +1,21 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, pvetune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""amd_pstate mode, cpufreq governor and EPP: read, plan, apply (module and boot helper).
+"""The CPU fix: the P-state driver's mode (concerns/pstate_fix.py), then cpufreq governor and EPP: read, plan,
+apply (module and boot helper).
 
-Driver semantics this code relies on (Documentation/admin-guide/pm/amd-pstate.rst,
-drivers/cpufreq/amd-pstate.c):
+Driver semantics this code relies on (Documentation/admin-guide/pm/amd-pstate.rst and intel_pstate.rst,
+drivers/cpufreq/amd-pstate.c and intel_pstate.c):
 
-* ``/sys/devices/system/cpu/amd_pstate/status`` exists from kernel 6.3 on, when amd_pstate
-  is (or can be) the scaling driver; writing ``active``/``passive``/``guided`` switches the
-  driver at runtime (``guided`` from 6.4).  Without the file the scaling driver is something
-  else (acpi-cpufreq): only the ``amd_pstate=<mode>`` boot argument and a reboot change that
-  (the cmdline fix configures the argument; this code only reports it).
-* active mode = driver ``amd-pstate-epp``: it offers only the ``performance`` and
-  ``powersave`` "governors" (policies), and per-policy ``energy_performance_preference``.
-  While the policy is ``performance`` the kernel forces EPP to ``performance`` and refuses
-  any other EPP write with EBUSY.  So the governor is written first, EPP is re-read, and
-  only then written where it still differs; a request for governor performance with an EPP
-  other than performance is refused while planning, before anything is written.
-* passive/guided mode = driver ``amd-pstate``; acpi-cpufreq likewise: no EPP file.  EPP is
-  skipped with that reason, not failed.
-* a policy whose ``affected_cpus`` is empty has no online CPU; the kernel refuses writes to
-  it.  It is skipped and reported.
+* active mode (driver ``amd-pstate-epp``, or ``intel_pstate`` with HWP) offers only the ``performance`` and
+  ``powersave`` "governors" (policies), and per-policy ``energy_performance_preference``. While the policy is
+  ``performance`` the kernel forces EPP to ``performance`` and refuses any other EPP write with EBUSY.  So the
+  governor is written first, EPP is re-read, and only then written where it still differs; a request for governor
+  performance with an EPP other than performance is refused while planning, before anything is written.
+* passive/guided mode (``amd-pstate``, ``intel_cpufreq``), acpi-cpufreq and intel_pstate without HWP: no EPP file.
+  EPP is skipped with that reason, not failed.
+* a policy whose ``affected_cpus`` is empty has no online CPU; the kernel refuses writes to it.  It is skipped
+  and reported.
 
 The same functions serve the Ansible module (which records every runtime original on a
 changeset.ChangeSet for rollback) and ``boot_apply`` (pvetune-boot cpufreq, which only
@@ -31,35 +26,35 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import copy
 import errno
-import os
 import re
 
-from ansible.module_utils.pvetune.concerns import cpufreq
-from ansible.module_utils.pvetune.concerns.cpufreq import AMD_PSTATE_STATUS, CPUFREQ_DIR
+from ansible.module_utils.pvetune.concerns.cpufreq import CPUFREQ_DIR, EPP_NEEDS
+from ansible.module_utils.pvetune.concerns.pstate_fix import (
+    apply_mode,
+    drivers,
+    plan_mode,
+    predict_after_switch,
+    read_state,
+    reason,
+    requested_mode,
+    write_sysfs,
+)
+from ansible.module_utils.pvetune.core.cpuprofile import PSTATE, PSTATE_BY_DRIVER
 from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.formats.cpu_list import format_cpu_list
 
-PROC_CMDLINE = "/proc/cmdline"
-MODES = ("active", "passive", "guided")
-MODE_DRIVERS = {"active": "amd-pstate-epp", "passive": "amd-pstate", "guided": "amd-pstate"}
-EPP_DRIVER = "amd-pstate-epp"
+# Drivers that force EPP performance under governor performance (and refuse other EPP values then).
+EPP_FORCING = frozenset(row["epp_driver"] for row in PSTATE.values())
 # Governor and EPP names are single lower-case words; they are also checked against what
 # each policy offers.  The pattern keeps anything shell- or option-like out before that.
 NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
-CONFIG_KEYS = ("amd_pstate_mode", "governor", "epp")
+CONFIG_KEYS = tuple(sorted(row["policy_key"] for row in PSTATE.values())) + ("governor", "epp")
 
 GOVERNOR_FILE = "scaling_governor"
 EPP_FILE = "energy_performance_preference"
-_POLICY = re.compile(r"policy(\d+)")
 _RUNTIME_KEY = re.compile(r"^cpufreq:policy(\d+):(\w+)$")
-
-# What the kernel offers after a mode switch (used only to predict in check mode).
-ACTIVE_GOVERNORS = ["performance", "powersave"]
-ACTIVE_EPP = ["default", "performance", "balance_performance", "balance_power", "power"]
-GENERIC_GOVERNORS = ["conservative", "ondemand", "userspace", "powersave", "performance", "schedutil"]
 
 
 class CpufreqError(ValueError):
@@ -78,195 +73,22 @@ def validate_name(value, what):
 
 
 def validate_config(config):
-    """{"amd_pstate_mode", "governor", "epp"} (each may be None/absent) -> normalised copy."""
+    """{"amd_pstate_mode", "intel_pstate_mode", "governor", "epp"} (each may be None/absent) -> normalised copy."""
     if not isinstance(config, dict):
         raise CpufreqError("cpufreq configuration must be a mapping")
     unknown = sorted(set(config) - set(CONFIG_KEYS))
     if unknown:
         raise CpufreqError("unknown cpufreq configuration key(s): %s (known: %s)"
                            % (", ".join(str(k) for k in unknown), ", ".join(CONFIG_KEYS)))
-    mode = config.get("amd_pstate_mode")
-    if mode is not None and mode not in MODES:
-        raise CpufreqError("amd_pstate_mode must be one of %s, not %r"
-                           % (", ".join(MODES), mode[:40] if isinstance(mode, str) else mode))
-    return {"amd_pstate_mode": mode,
-            "governor": validate_name(config.get("governor"), "governor"),
-            "epp": validate_name(config.get("epp"), "epp")}
-
-
-# -- state -----------------------------------------------------------------------
-def _natural(name):
-    match = _POLICY.fullmatch(name)
-    return int(match.group(1)) if match else -1
-
-
-def read_state(fsroot):
-    """The fix's view of concerns/cpufreq.read_policies() (the one reader), as plain data.
-
-    {"amd_pstate_present": bool, "amd_pstate_status": str|None, "policies": [
-      {"name": "policy0", "num": 0, "dir": host path, "cpus": [int], "online": bool,
-       "driver", "governor", "available_governors" ([str] or None), "epp" (None without the
-       file), "available_epp", "errors": [str]}]}
-    """
-    state = {
-        "amd_pstate_present": fsroot.exists(AMD_PSTATE_STATUS),
-        "amd_pstate_status": fsroot.try_value(AMD_PSTATE_STATUS),
-        "cmdline": fsroot.try_value(PROC_CMDLINE),
-        "policies": [],
-    }
-    for pol in cpufreq.read_policies(fsroot):
-        raw = pol.pop("affected_cpus")
-        pol["errors"] = []
-        if raw is None:
-            pol["errors"].append("%s/affected_cpus is unreadable" % pol["dir"])
-        elif raw and not pol["cpus"]:
-            pol["errors"].append("%s/affected_cpus: cannot parse %r" % (pol["dir"], raw[:40]))
-        pol["online"] = bool(pol["cpus"])
-        state["policies"].append(pol)
-    return state
-
-
-def drivers(state):
-    """{driver: "0-127"} over the online policies (policy numbers)."""
-    out = {}
-    for pol in state["policies"]:
-        if pol["online"]:
-            out.setdefault(pol["driver"] or "unknown", []).append(pol["num"])
-    return {k: format_cpu_list(v) for k, v in out.items()}
-
-
-# -- amd_pstate mode ---------------------------------------------------------------
-def boot_arg_message(mode):
-    return ("the boot argument amd_pstate=%s is needed and takes effect at the next boot "
-            "(the kernel command line fix configures it)" % mode)
-
-
-def booted_with_mode(cmdline, mode):
-    """True when the running kernel was booted with ``amd_pstate=<mode>`` (the last one wins;
-    the kernel treats "-" and "_" in parameter names alike)."""
-    values = [arg.split("=", 1)[1] for arg in (cmdline or "").split()
-              if "=" in arg and arg.split("=", 1)[0].replace("-", "_") == "amd_pstate"]
-    return bool(values) and values[-1].strip('"') == mode
-
-
-def plan_mode(state, mode):
-    """What to do about the amd_pstate mode.
-
-    action: "not_requested" | "none" (already) | "switch" | "unavailable" (no amd_pstate
-    status file: the scaling driver is not amd_pstate). An unavailable mode needs a reboot
-    (reboot_required) unless the running kernel was already booted with amd_pstate=<mode>:
-    then amd_pstate could not load (no CPPC in the firmware) and another reboot changes
-    nothing; a fix run must not reboot such a host on every run.
-    """
-    current = state["amd_pstate_status"]
-    step = {"requested": mode, "before": current, "after": current, "action": "none",
-            "reboot_required": False, "message": None}
-    if mode is None:
-        step["action"] = "not_requested"
-        return step
-    if not state["amd_pstate_present"]:
-        found = ", ".join(sorted(drivers(state))) or "none"
-        if booted_with_mode(state.get("cmdline"), mode):
-            step.update(action="unavailable", reboot_required=False,
-                        message="%s does not exist although the kernel was booted with amd_pstate=%s: amd_pstate "
-                        "did not load (scaling driver: %s; is CPPC enabled in the firmware?); a reboot does not "
-                        "change that" % (AMD_PSTATE_STATUS, mode, found))
-            return step
-        step.update(action="unavailable", reboot_required=True,
-                    message="%s does not exist: amd_pstate is not the scaling driver (scaling driver: %s); %s"
-                    % (AMD_PSTATE_STATUS, found, boot_arg_message(mode)))
-        return step
-    if current != mode:
-        step.update(action="switch", after=mode,
-                    message="amd_pstate mode %s -> %s (runtime switch, kernel >= 6.3)" % (current, mode))
-    return step
-
-
-def write_sysfs(fsroot, host_path, value):
-    """Write one sysfs value (never creates a file: O_WRONLY|O_TRUNC without O_CREAT)."""
-    fd = os.open(fsroot.path(host_path), os.O_WRONLY | os.O_TRUNC)
-    try:
-        os.write(fd, (value + "\n").encode("ascii"))
-    finally:
-        os.close(fd)
-
-
-def _reason(exc):
-    if isinstance(exc, OSError) and exc.errno is not None:
-        return "%s (%s)" % (os.strerror(exc.errno), errno.errorcode.get(exc.errno, exc.errno))
-    return str(exc)
-
-
-def apply_mode(fsroot, step, writer=write_sysfs):
-    """Write the amd_pstate mode and verify it; updates and returns ``step``.
-
-    Verified twice: ``status`` reads back the mode, and every online policy's scaling_driver
-    is the mode's driver (amd-pstate-epp for active).  On failure action becomes "failed",
-    reboot_required True and the message names the boot argument; when ``status`` was
-    changed but the switch is not effective the old value is written back (best effort).
-    Never raises for a failed write.
-    """
-    if step["action"] != "switch":
-        return step
-    mode, before = step["requested"], step["before"]
-    try:
-        writer(fsroot, AMD_PSTATE_STATUS, mode)
-    except (OSError, IOError, FsError) as exc:
-        step.update(action="failed", after=fsroot.try_value(AMD_PSTATE_STATUS), reboot_required=True,
-                    message="writing %s to %s failed: %s; %s" % (mode, AMD_PSTATE_STATUS, _reason(exc),
-                                                                 boot_arg_message(mode)))
-        return step
-    after = fsroot.try_value(AMD_PSTATE_STATUS)
-    problem = None
-    if after != mode:
-        problem = "%s reads %r after writing %s" % (AMD_PSTATE_STATUS, after, mode)
-    else:
-        wrong = {d: p for d, p in drivers(read_state(fsroot)).items() if d != MODE_DRIVERS[mode]}
-        if wrong:
-            problem = ("%s reads %s but the switch is not effective: scaling_driver is %s, expected %s"
-                       % (AMD_PSTATE_STATUS, mode,
-                          "; ".join("%s on policy %s" % (d, p) for d, p in sorted(wrong.items())),
-                          MODE_DRIVERS[mode]))
-    if problem is None:
-        step.update(action="switched", after=after)
-        return step
-    if after not in (before, None) and before is not None:
-        try:
-            writer(fsroot, AMD_PSTATE_STATUS, before)
-            problem += "; wrote %s back" % before
-        except (OSError, IOError, FsError) as exc:
-            problem += "; writing %s back failed too: %s" % (before, _reason(exc))
-    step.update(action="failed", after=fsroot.try_value(AMD_PSTATE_STATUS), reboot_required=True,
-                message="%s; %s" % (problem, boot_arg_message(mode)))
-    return step
-
-
-def predict_after_switch(state, mode):
-    """The state a runtime mode switch is expected to produce (check mode only; ``predicted``).
-
-    The kernel re-creates every policy: active mode offers performance/powersave and EPP and, on
-    an ACPI server platform profile, starts in performance with EPP performance; passive/guided
-    start with the kernel's default governor (schedutil on Proxmox kernels) and have no EPP.
-    """
-    new = copy.deepcopy(state)
-    new["amd_pstate_status"] = mode
-    new["predicted"] = True
-    for pol in new["policies"]:
-        if not pol["online"]:
-            continue
-        pol["driver"] = MODE_DRIVERS[mode]
-        if mode == "active":
-            pol["available_governors"] = list(ACTIVE_GOVERNORS)
-            pol["governor"] = "performance"
-            pol["available_epp"] = list(ACTIVE_EPP)
-            pol["epp"] = "performance"
-        else:
-            if pol["available_governors"] is None or pol["available_governors"] == ACTIVE_GOVERNORS:
-                pol["available_governors"] = list(GENERIC_GOVERNORS)
-            pol["governor"] = "schedutil" if "schedutil" in pol["available_governors"] else pol["governor"]
-            pol["epp"] = None
-            pol["available_epp"] = None
-    return new
+    out = {"governor": validate_name(config.get("governor"), "governor"),
+           "epp": validate_name(config.get("epp"), "epp")}
+    for row in PSTATE.values():
+        key, mode = row["policy_key"], config.get(row["policy_key"])
+        if mode is not None and mode not in row["modes"]:
+            raise CpufreqError("%s must be one of %s, not %r" % (key, ", ".join(sorted(row["modes"])),
+                                                                 mode[:40] if isinstance(mode, str) else mode))
+        out[key] = mode
+    return out
 
 
 # -- governor and EPP -------------------------------------------------------------
@@ -306,8 +128,8 @@ def plan_policies(state, governor=None, epp=None):
             continue
         if pol["epp"] is None:
             plan["epp_skipped"].append({"policy": name, "num": pol["num"],
-                                        "reason": "scaling driver %s offers no EPP (%s): EPP needs amd_pstate "
-                                        "in active mode" % (pol["driver"], EPP_FILE)})
+                                        "reason": "scaling driver %s offers no EPP (%s): %s"
+                                        % (pol["driver"], EPP_FILE, EPP_NEEDS)})
             continue
         offered = pol["available_epp"]
         if offered is None:
@@ -317,12 +139,12 @@ def plan_policies(state, governor=None, epp=None):
             plan["errors"].append("%s (%s) does not offer EPP %s (offers: %s)"
                                   % (name, pol["driver"], epp, " ".join(offered)))
             continue
-        forced = pol["driver"] == EPP_DRIVER and gov_after == "performance"
+        forced = pol["driver"] in EPP_FORCING and gov_after == "performance"
         if forced and epp != "performance":
             plan["errors"].append(
-                "%s: EPP %s cannot be set while the governor is performance: amd-pstate-epp forces EPP "
-                "performance and refuses other values (EBUSY); use governor powersave with EPP %s, or EPP "
-                "performance" % (name, epp, epp))
+                "%s: EPP %s cannot be set while the governor is performance: %s forces EPP performance and "
+                "refuses other values (EBUSY); use governor powersave with EPP %s, or EPP performance"
+                % (name, epp, pol["driver"], epp))
             continue
         if pol["epp"] != epp:
             step = _step(pol, EPP_FILE, pol["epp"], epp)
@@ -358,7 +180,7 @@ def apply_policies(fsroot, plan, writer=write_sysfs):
             hint = ""
             if isinstance(exc, OSError) and exc.errno == errno.EBUSY and step["attribute"] == EPP_FILE:
                 hint = " (the kernel refuses EPP writes other than performance while the governor is performance)"
-            failures.append("writing %s to %s failed: %s%s" % (step["after"], step["path"], _reason(exc), hint))
+            failures.append("writing %s to %s failed: %s%s" % (step["after"], step["path"], reason(exc), hint))
             continue
         got = fsroot.try_value(step["path"])
         if got != step["after"]:
@@ -452,12 +274,12 @@ def boot_apply(fsroot, runner, config, writer=write_sysfs):
         return False, ["configuration: %s" % exc]
     messages = []
     state = read_state(fsroot)
-    step = plan_mode(state, cfg["amd_pstate_mode"])
+    step = plan_mode(state, requested_mode(state, cfg))
     if step["action"] == "switch":
         apply_mode(fsroot, step, writer)
         state = read_state(fsroot)
     if step["action"] == "switched":
-        messages.append("amd_pstate mode %s -> %s" % (step["before"], step["after"]))
+        messages.append("%s mode %s -> %s" % (step["driver"], step["before"], step["after"]))
     elif step["message"] and step["action"] in ("failed", "unavailable"):
         messages.append("warning: " + step["message"])
     plan = plan_policies(state, cfg["governor"], cfg["epp"])
@@ -494,10 +316,11 @@ def _summary(mode_changes, policy_changes, step=None):
 
 def _switch_mode(fsroot, mode_changes, state, step, check_mode, messages):
     """Plan (and outside check mode perform) the mode switch; returns (state, predicted)."""
-    mode_changes.plan_runtime("amd_pstate:status", AMD_PSTATE_STATUS, step["before"], step["after"])
+    row = PSTATE_BY_DRIVER[step["driver"]]
+    mode_changes.plan_runtime("%s:status" % row["driver"], row["status_file"], step["before"], step["after"])
     if check_mode:
-        messages.append("check mode: amd_pstate mode %s -> %s is not performed; per-policy values after "
-                        "it are predicted" % (step["before"], step["after"]))
+        messages.append("check mode: %s mode %s -> %s is not performed; per-policy values after "
+                        "it are predicted" % (row["driver"], step["before"], step["after"]))
         return predict_after_switch(state, step["after"]), True
     mode_changes.apply()
     apply_mode(fsroot, step)
@@ -516,20 +339,22 @@ def _apply(fsroot, mode_changes, policy_changes, cfg, check_mode, require_runtim
     ``progress["step"]`` is the mode step once planned: a failure's change summary depends on it.
     """
     state = read_state(fsroot)
-    step = progress["step"] = plan_mode(state, cfg["amd_pstate_mode"])
+    step = progress["step"] = plan_mode(state, requested_mode(state, cfg))
     predicted = False
     if step["action"] == "switch":
         state, predicted = _switch_mode(fsroot, mode_changes, state, step, check_mode, messages)
     if step["action"] == "switched":
-        messages.append("amd_pstate mode %s -> %s" % (step["before"], step["after"]))
+        messages.append("%s mode %s -> %s" % (step["driver"], step["before"], step["after"]))
+    elif step["action"] == "not_applicable":
+        messages.append(step["message"])
     elif step["action"] in ("failed", "unavailable"):
         if require_runtime_mode:
-            raise _Failed(step["message"], amd_pstate=step, reboot_required=True)
+            raise _Failed(step["message"], pstate=step, reboot_required=True)
         messages.append(step["message"])
         warnings.append(step["message"])
     plan = plan_policies(state, cfg["governor"], cfg["epp"])
     if plan["errors"]:
-        raise _Failed(_errors_message(plan["errors"]), amd_pstate=step, errors=plan["errors"])
+        raise _Failed(_errors_message(plan["errors"]), pstate=step, errors=plan["errors"])
     for pstep in plan["governor"] + plan["epp"]:
         policy_changes.plan_runtime("cpufreq:%s:%s" % (pstep["policy"], pstep["attribute"]), pstep["path"],
                                     pstep["before"], pstep["after"])
@@ -539,7 +364,7 @@ def _apply(fsroot, mode_changes, policy_changes, cfg, check_mode, require_runtim
         state = read_state(fsroot)
         if failures:
             raise _Failed("cpufreq: %d write(s) failed: %s" % (len(failures), "; ".join(failures[:8])),
-                          amd_pstate=step, failures=failures)
+                          pstate=step, failures=failures)
     return step, plan, state, predicted
 
 
@@ -570,7 +395,7 @@ def fix(params, check_mode, diff):
     messages.extend("EPP not set on policy %s: %s" % (s["policies"], s["reason"]) for s in epp_skipped)
     summary, entries = _summary(mode_changes, policy_changes, step)
     result = {
-        "changed": bool(entries), "amd_pstate": step, "drivers": drivers(state), "policies": groups,
+        "changed": bool(entries), "pstate": step, "drivers": drivers(state), "policies": groups,
         "skipped_policies": skipped, "epp_skipped": epp_skipped, "messages": messages, "predicted": predicted,
         "reboot_required": bool(step["reboot_required"]), "changes": summary, "skipped_commands": [],
     }

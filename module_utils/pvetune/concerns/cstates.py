@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, pvetune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""C-states: reader of cpuidle (driver, states per CPU, enabled/disabled, latencies, processor.max_cstate) and
-the evaluator of cpu.cstates. The fix is a boot argument (concerns/bootargs_fix.py).
+"""C-states: reader of cpuidle (driver, states per CPU, enabled/disabled, latencies, the idle drivers' max_cstate
+parameters) and the evaluator of cpu.cstates, which judges the limit of the idle driver in use
+(concerns/cpuprofile.py IDLE_LIMITS). The fix is a boot argument (concerns/bootargs_fix.py).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -11,8 +12,10 @@ __metaclass__ = type
 
 import re
 
+from ansible.module_utils.pvetune.core import cpuprofile
 from ansible.module_utils.pvetune.concerns.bootargs import _arg_state
-from ansible.module_utils.pvetune.concerns.cpufreq import CPU_DIR, _natural_key
+from ansible.module_utils.pvetune.concerns.cpufreq import _natural_key
+from ansible.module_utils.pvetune.core.cpuprofile import CPU_DIR, IDLE_LIMITS
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.formats.cpu_list import format_cpu_list
@@ -21,16 +24,21 @@ from ansible.module_utils.pvetune.formats.cpu_list import format_cpu_list
 def check_cstates(facts, policy):
     cid = "cpu.cstates"
     err = section_error(facts, "cpuidle")
+    policy = cpuprofile.for_host(policy, facts)
+    prof = policy["host_cpu"]
     if err:
         return make_result(cid, policy, "error", None, err)
     idle = facts["cpuidle"]
-    limit = policy["max_cstate"]
-    arg = "processor.max_cstate=%d" % limit
     ev = list(idle.get("evidence", []))
+    ev.append("cpuidle driver: %s" % (idle.get("driver") or "none"))
+    if prof["cstate_why"]:
+        return make_result(cid, policy, "skip", idle.get("driver"), prof["cstate_why"], evidence=ev)
+    limit = policy["max_cstate"]
+    arg = prof["cstate_arg"]
     ev.append("/proc/cmdline: %s" % ((facts.get("cmdline") or {}).get("raw") or "").strip())
-    param = idle.get("max_cstate_param")
+    param = idle.get(prof["cstate_param_key"])
     if param is not None:
-        ev.append("/sys/module/processor/parameters/max_cstate = %s" % param)
+        ev.append("%s = %s" % (prof["cstate_param"], param))
     items = []
     deep_enabled = []
     for key, st in sorted((idle.get("states") or {}).items()):
@@ -56,12 +64,12 @@ def check_cstates(facts, policy):
     elif state not in ("effective", None):
         problems.append("%s is not on /proc/cmdline" % arg)
     if not param_ok:
-        problems.append("processor module max_cstate is %s" % param)
+        problems.append("%s module max_cstate is %s" % (arg.split(".")[0], param))
     if deep_enabled:
         problems.append("enabled states deeper than C%d: %s" % (
             limit, ", ".join("%s (%dus)" % (s["name"], s["latency_us"]) for s in deep_enabled)))
-    current = "max_cstate param %s; enabled states: %s" % (
-        param if param is not None else "n/a",
+    current = "%s: max_cstate param %s; enabled states: %s" % (
+        prof["idle_driver"], param if param is not None else "n/a",
         ", ".join(s["name"] for s in (idle.get("states") or {}).values() if s["enabled_count"]) or "none")
     read_errors = ["%s: %s" % (e["path"], e["error"]) for e in idle.get("errors") or []]
     if read_errors and not problems and not cmdline_err:
@@ -90,8 +98,8 @@ def read_cpuidle(fsroot):
     out["driver"] = fsroot.try_value(CPU_DIR + "/cpuidle/current_driver")
     out["governor"] = fsroot.try_value(CPU_DIR + "/cpuidle/current_governor") or fsroot.try_value(
         CPU_DIR + "/cpuidle/current_governor_ro")
-    out["max_cstate_param"] = fsroot.try_value("/sys/module/processor/parameters/max_cstate")
-    out["intel_max_cstate_param"] = fsroot.try_value("/sys/module/intel_idle/parameters/max_cstate")
+    for _arg, param, key in IDLE_LIMITS.values():
+        out[key] = fsroot.try_value(param)
     states = {}
     cpus = [n for n in fsroot.listdir(CPU_DIR) if re.match(r"^cpu\d+$", n)]
     cpus.sort(key=_natural_key)

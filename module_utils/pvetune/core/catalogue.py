@@ -19,23 +19,18 @@ CATALOGUE = (
     {
         "id": "cpu.scaling_driver",
         "concern": "cpufreq",
-        "title": "CPU frequency driver: amd-pstate in active (EPP) mode",
+        "title": "CPU frequency driver: {pstate_driver} in {pstate_mode} mode",
         "severity": "high",
-        "expected": "{scaling_driver} on every policy (amd_pstate={amd_pstate_mode})",
+        "expected": "{scaling_driver} on every policy",
         "rationale": (
-            "acpi-cpufreq only knows the three ACPI P-states of a Zen 4/5 EPYC and reacts in milliseconds; "
-            "amd-pstate drives CPPC so the hardware picks each core's frequency within microseconds, and in "
-            "active mode the EPP hint keeps the cores that feed the GPUs (kernel launches, NCCL, tokenisation) "
-            "at full boost. acpi-cpufreq was one of the causes of the reference host serving 10 tok/s instead "
-            "of 309."
+            "acpi-cpufreq only knows the few ACPI P-states of a server CPU and reacts in milliseconds; amd-pstate "
+            "(CPPC) and intel_pstate (HWP) let the hardware pick each core's frequency within microseconds, and in "
+            "active mode the EPP hint keeps the cores that feed the GPUs (kernel launches, NCCL, tokenisation) at "
+            "full boost. acpi-cpufreq was one of the causes of the reference host serving 10 tok/s instead of 309."
         ),
-        "remediation": (
-            "Add amd_pstate=active to the kernel command line (check boot.cmdline) and reboot; where the kernel "
-            "already runs amd_pstate, switch at runtime: echo active > /sys/devices/system/cpu/amd_pstate/status. "
-            "CPPC must be enabled in the BIOS. pvetune: ansible-playbook fix.yml --tags cpu,cmdline"
-        ),
+        "remediation": "{pstate_remediation} pvetune: ansible-playbook fix.yml --tags cpu,cmdline",
         "fix_tag": "cpu",
-        "reboot": "when amd_pstate is not loaded",
+        "reboot": "when the P-state driver is not loaded",
     },
     {
         "id": "cpu.governor",
@@ -74,17 +69,16 @@ CATALOGUE = (
     {
         "id": "cpu.cstates",
         "concern": "cstates",
-        "title": "C-states: processor.max_cstate={max_cstate} effective, nothing deeper than C{max_cstate} enabled",
+        "title": "C-states: {cstate_arg} effective, nothing deeper than C{max_cstate} enabled",
         "severity": "high",
-        "expected": ("processor.max_cstate={max_cstate} on /proc/cmdline and no enabled idle state deeper than "
-                     "C{max_cstate}"),
+        "expected": "{cstate_arg} on /proc/cmdline and no enabled idle state deeper than C{max_cstate}",
         "rationale": (
             "Waking a core from a deep C-state costs tens to hundreds of microseconds; every GPU completion "
             "interrupt and every host-side step of the serving loop pays it."
         ),
         "remediation": (
-            "Add processor.max_cstate={max_cstate} to the kernel command line and reboot; until then deeper "
-            "states can be disabled at runtime through cpu*/cpuidle/state*/disable. "
+            "Add {cstate_arg} to the kernel command line (the limit of {idle_driver}, the idle driver in use) and "
+            "reboot; until then deeper states can be disabled at runtime through cpu*/cpuidle/state*/disable. "
             "ansible-playbook fix.yml --tags cmdline,cpu"
         ),
         "fix_tag": "cmdline",
@@ -235,10 +229,35 @@ CATALOGUE = (
 BY_ID = {c["id"]: c for c in CATALOGUE}
 
 
+# Vendor-dependent template values of a policy not resolved for one host (docs/checks.md); a host's own come from
+# core/cpuprofile.for_host (policy["host_cpu"]["template"]).
+GENERIC_CPU_TEMPLATE = {
+    "pstate_driver": "amd_pstate (AMD) or intel_pstate (Intel)",
+    "pstate_remediation": ("AMD: add amd_pstate={amd} to the kernel command line and reboot, or switch a loaded "
+                           "amd_pstate at runtime (echo {amd} > /sys/devices/system/cpu/amd_pstate/status); Intel: "
+                           "switch intel_pstate at runtime (echo {intel} > /sys/devices/system/cpu/intel_pstate/"
+                           "status), add intel_pstate={intel} only where it is not loaded; CPPC / HWP enabled in "
+                           "the BIOS."),
+    "cstate_arg": "processor.max_cstate={n} (acpi_idle) or intel_idle.max_cstate={n} (intel_idle)",
+    "idle_driver": "acpi_idle or intel_idle",
+}
+
+
 def policy_context(policy):
-    """Values the templates may use, derived from the policy."""
+    """Values the templates may use, derived from the policy (and, once resolved for a host, its CPU profile)."""
     ctx = dict(policy)
-    ctx["cmdline_required_str"] = " ".join(policy.get("cmdline_required") or []) or "(none)"
+    own = " ".join(policy.get("cmdline_required") or [])
+    ctx["cmdline_required_str"] = own or "(none)"
+    amd, intel, n = policy.get("amd_pstate_mode"), policy.get("intel_pstate_mode"), policy.get("max_cstate")
+    generic = {k: v.format(amd=amd, intel=intel, n=n) for k, v in GENERIC_CPU_TEMPLATE.items()}
+    generic["pstate_mode"] = amd if amd == intel else "the policy's (amd_pstate_mode, intel_pstate_mode)"
+    generic["scaling_driver"] = policy.get("scaling_driver") or "the mode's driver (amd-pstate-epp, intel_pstate)"
+    if "host_cpu" not in policy and policy.get("cmdline_cpu_args"):
+        ctx["cmdline_required_str"] = (
+            "the CPU's own args (amd_pstate=%s processor.max_cstate=%s on AMD, intel_idle.max_cstate=%s on "
+            "Intel)%s" % (amd, n, n, " and " + own if own else ""))
+    ctx.update((k, v) for k, v in generic.items() if not ctx.get(k))
+    ctx.update(((policy.get("host_cpu") or {}).get("template")) or {})
     return ctx
 
 

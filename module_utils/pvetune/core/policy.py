@@ -19,15 +19,19 @@ import re
 from ansible.module_utils.pvetune.core.catalogue import BY_ID
 
 DEFAULT_POLICY = {
-    # CPU frequency scaling (AMD hosts): amd_pstate in active (EPP) mode.
+    # CPU frequency scaling, per vendor (concerns/cpuprofile.py PSTATE): the P-state driver's mode on AMD
+    # (amd_pstate) and on Intel (intel_pstate) hosts; "" for scaling_driver = the driver that mode shows
+    # (amd-pstate-epp, intel_pstate).
     "amd_pstate_mode": "active",
-    "scaling_driver": "amd-pstate-epp",
+    "intel_pstate_mode": "active",
+    "scaling_driver": "",
     # Drivers that count as acceptable when amd_pstate cannot be used (e.g. no CPPC in firmware):
     # the check reports them as "warn" with the reason instead of "fail".
     "scaling_driver_fallback": [],
     "governor": "performance",
     "epp": "performance",
-    # C-states: the deepest allowed state (1 = C1; POLL is always allowed).
+    # C-states: the deepest allowed state (1 = C1; POLL is always allowed), set with the boot argument of the
+    # idle driver in use (processor.max_cstate for acpi_idle, intel_idle.max_cstate for intel_idle).
     "max_cstate": 1,
     # Runtime sysctls.
     "numa_balancing": 0,
@@ -39,7 +43,10 @@ DEFAULT_POLICY = {
     "kernel_series": "6.14",
     "kernel_package": "proxmox-kernel-6.14",
     # Kernel command line: args that must be configured and effective, and keys that must be absent.
-    "cmdline_required": ["amd_pstate=active", "processor.max_cstate=1"],
+    # cmdline_cpu_args adds the CPU's own (amd_pstate=<mode> on AMD, the idle driver's C-state limit); an
+    # inventory that sets cmdline_required without it gets exactly its list (merge_policy).
+    "cmdline_required": [],
+    "cmdline_cpu_args": True,
     "cmdline_forbidden": [],
     # LXC GPU containers: check allow lines / mount entries of every CT that passes NVIDIA devices.
     "lxc_check": True,
@@ -76,12 +83,14 @@ def validate_policy(policy):
     """Raise PolicyError unless every key is known and every value is safe."""
     unknown = sorted(str(k) for k in set(policy) - set(DEFAULT_POLICY))
     _expect(not unknown, ", ".join(unknown), "unknown key(s); known keys: %s" % ", ".join(sorted(DEFAULT_POLICY)))
-    for key in ("amd_pstate_mode", "governor", "epp"):
+    for key in ("amd_pstate_mode", "intel_pstate_mode", "governor", "epp"):
         _expect(isinstance(policy[key], str) and _WORD.match(policy[key]), key, "must be a lower-case word")
     _expect(policy["amd_pstate_mode"] in ("active", "passive", "guided"), "amd_pstate_mode",
             "must be active, passive or guided")
-    _expect(isinstance(policy["scaling_driver"], str) and _WORD.match(policy["scaling_driver"]),
-            "scaling_driver", "must be a driver name like amd-pstate-epp")
+    _expect(policy["intel_pstate_mode"] in ("active", "passive"), "intel_pstate_mode", "must be active or passive")
+    _expect(isinstance(policy["scaling_driver"], str)
+            and (policy["scaling_driver"] == "" or _WORD.match(policy["scaling_driver"])),
+            "scaling_driver", "must be a driver name like amd-pstate-epp, or empty for the mode's driver")
     _expect(isinstance(policy["scaling_driver_fallback"], list)
             and all(isinstance(d, str) and _WORD.match(d) for d in policy["scaling_driver_fallback"]),
             "scaling_driver_fallback", "must be a list of driver names")
@@ -105,7 +114,7 @@ def validate_policy(policy):
         for arg in value:
             _expect(isinstance(arg, str) and _KEY_ARG.match(arg), key,
                     "%r is not a plain kernel argument (key or key=value without spaces or quotes)" % (arg,))
-    for key in ("lxc_check", "nvidia_persistence"):
+    for key in ("lxc_check", "nvidia_persistence", "cmdline_cpu_args"):
         _expect(isinstance(policy[key], bool), key, "must be true or false")
     skips = policy["skip_checks"]
     _expect(isinstance(skips, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in skips.items()),
@@ -123,4 +132,7 @@ def merge_policy(overrides):
         if not isinstance(overrides, dict):
             raise PolicyError("pvetune_policy must be a mapping")
         policy.update(copy.deepcopy(overrides))
+        if "cmdline_required" in overrides and "cmdline_cpu_args" not in overrides:
+            # An explicit list is the whole list: nothing is added to what the inventory says.
+            policy["cmdline_cpu_args"] = False
     return validate_policy(policy)

@@ -1,0 +1,156 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a well-configured CPU looks like for *this* host's vendor and idle driver (docs/DESIGN.md "CPU vendors").
+
+``PSTATE`` (one row per CPU vendor pvetune knows: the P-state driver, its status file, its modes and the scaling
+driver each mode shows) and ``IDLE_LIMITS`` (the boot argument that limits each idle driver) are data; the
+cpufreq and C-state readers, evaluators and fixes all use them.  ``host_profile`` combines them with the policy
+and the gathered facts; ``for_host`` returns the policy as one host sees it (``host_cpu`` and the resolved
+``cmdline_required``), which the audit evaluates and the fix's preflight returns to the fix tasks.
+
+Driver facts relied on (Documentation/admin-guide/pm/amd-pstate.rst and intel_pstate.rst,
+drivers/idle/intel_idle.c): amd_pstate is not the default on EPYC servers, so ``amd_pstate=<mode>`` must be on the
+command line; intel_pstate runs in active mode by default where the CPU has HWP, so ``intel_pstate=<mode>`` is only
+needed when the driver is not loaded (``intel_pstate=disable``, no support); both switch modes at runtime through
+their ``status`` file.  ``processor.max_cstate`` limits acpi_idle only; intel_idle ignores it and registers only
+the first ``intel_idle.max_cstate`` states of its table.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.module_utils.pvetune.formats.kernel_cmdline import arg_key
+
+CPU_DIR = "/sys/devices/system/cpu"
+
+PSTATE = {
+    "AuthenticAMD": {
+        "vendor": "amd", "driver": "amd_pstate", "policy_key": "amd_pstate_mode",
+        "status_file": CPU_DIR + "/amd_pstate/status", "status_key": "amd_pstate_status",
+        "modes": {"active": "amd-pstate-epp", "passive": "amd-pstate", "guided": "amd-pstate"},
+        "epp_driver": "amd-pstate-epp", "arg_always": True, "firmware": "CPPC",
+        # What the kernel offers right after a switch to active mode (check mode predicts with it).
+        "initial_governor": "performance",
+        "remediation": ("Add amd_pstate={mode} to the kernel command line (check boot.cmdline) and reboot; where the "
+                        "kernel already runs amd_pstate, switch at runtime: echo {mode} > {status_file}. CPPC must "
+                        "be enabled in the BIOS."),
+    },
+    "GenuineIntel": {
+        "vendor": "intel", "driver": "intel_pstate", "policy_key": "intel_pstate_mode",
+        "status_file": CPU_DIR + "/intel_pstate/status", "status_key": "intel_pstate_status",
+        "modes": {"active": "intel_pstate", "passive": "intel_cpufreq"},
+        "epp_driver": "intel_pstate", "arg_always": False, "firmware": "HWP",
+        "initial_governor": "powersave",
+        "remediation": ("intel_pstate runs in active mode by default on CPUs with HWP; switch at runtime: echo {mode} "
+                        "> {status_file} (pvetune-cpufreq.service re-applies it at boot); where intel_pstate is not "
+                        "loaded, remove intel_pstate=disable, add intel_pstate={mode} (boot.cmdline) and reboot. "
+                        "HWP (Hardware P-States) must be enabled in the BIOS."),
+    },
+}
+PSTATE_BY_DRIVER = {row["driver"]: row for row in PSTATE.values()}
+
+# idle driver -> (boot argument that limits it, its module parameter, the cpuidle facts key of that parameter)
+IDLE_LIMITS = {
+    "acpi_idle": ("processor.max_cstate", "/sys/module/processor/parameters/max_cstate", "max_cstate_param"),
+    "intel_idle": ("intel_idle.max_cstate", "/sys/module/intel_idle/parameters/max_cstate", "intel_max_cstate_param"),
+}
+
+
+def _section(facts, name):
+    """(section dict, its error or None); a section gather() did not produce is an error too."""
+    data = (facts or {}).get(name)
+    if not isinstance(data, dict):
+        return {}, "no %s facts were gathered" % name
+    return data, data.get("error")
+
+
+def host_profile(policy, facts):
+    """The CPU side of the policy for one host: {"vendor" ("amd"|"intel"|None), "vendor_id", "model", "virtual",
+    "pstate" (the PSTATE row's driver name or None), "pstate_mode", "pstate_arg", "pstate_arg_required",
+    "scaling_driver", "no_cpufreq", "idle_driver", "cstate_arg", "cstate_param" (path), "cstate_param_key", "why"
+    (why the frequency checks do not apply, or None), "cstate_why" (likewise for the C-state check), "error" (a
+    section that could not be read, or None)}. The C-state limit depends on the idle driver alone, so an unreadable
+    /proc/cpuinfo leaves it known.
+    """
+    (cpu, cpu_err), (idle, idle_err) = _section(facts, "cpu"), _section(facts, "cpuidle")
+    prof = {"vendor": None, "vendor_id": cpu.get("vendor"), "model": cpu.get("model"),
+            "virtual": bool(cpu.get("hypervisor")), "pstate": None, "pstate_mode": None, "pstate_arg": None,
+            "pstate_arg_required": False, "scaling_driver": None, "idle_driver": None, "cstate_arg": None,
+            "cstate_param": None, "cstate_param_key": None, "why": None, "cstate_why": None,
+            "error": cpu_err or idle_err}
+    prof["no_cpufreq"] = not cpu.get("policies") and not cpu.get("offline_policies")
+    row = PSTATE.get(prof["vendor_id"])
+    if cpu_err:
+        prof["why"] = "cannot tell the CPU vendor: %s" % cpu_err
+    elif row is None:
+        prof["why"] = prof["cstate_why"] = (
+            "not an AMD or Intel CPU (%s): pvetune has no P-state or C-state settings for it"
+            % (prof["model"] or prof["vendor_id"] or "no vendor_id in /proc/cpuinfo"))
+        return prof
+    else:
+        mode = policy.get(row["policy_key"]) or "active"
+        prof.update(vendor=row["vendor"], pstate=row["driver"], pstate_mode=mode,
+                    pstate_arg="%s=%s" % (row["driver"], mode),
+                    scaling_driver=policy.get("scaling_driver") or row["modes"][mode])
+        if prof["no_cpufreq"] and prof["virtual"]:
+            prof["why"] = ("no cpufreq driver is loaded and the CPU reports the hypervisor flag: in a virtual "
+                           "machine the host sets the frequency")
+        loaded = cpu.get(row["status_key"]) is not None
+        prof["pstate_arg_required"] = prof["why"] is None and (row["arg_always"] or not loaded)
+    if idle_err:
+        prof["cstate_why"] = "cannot tell the idle driver: %s" % idle_err
+        return prof
+    driver = idle.get("driver")
+    limit = IDLE_LIMITS.get(driver)
+    if limit:
+        prof.update(idle_driver=driver, cstate_arg="%s=%d" % (limit[0], policy["max_cstate"]),
+                    cstate_param=limit[1], cstate_param_key=limit[2])
+    elif driver in (None, "", "none"):
+        prof["cstate_why"] = ("no cpuidle driver is in use (%s/cpuidle/current_driver: %s)%s: there is no C-state "
+                              "limit to set" % (CPU_DIR, driver or "absent",
+                                                ", as in many virtual machines" if prof["virtual"] else ""))
+    else:
+        prof["cstate_why"] = ("the idle driver in use is %s, which no max_cstate boot argument limits (pvetune knows "
+                              "%s)" % (driver, ", ".join(sorted(IDLE_LIMITS))))
+    return prof
+
+
+def cmdline_args(policy, prof):
+    """cmdline_required as this host needs it: the vendor's boot args (unless the inventory gave cmdline_required
+    itself, see merge_policy) before the policy's own; a key the policy names keeps the policy's value."""
+    own = list(policy.get("cmdline_required") or [])
+    if not policy.get("cmdline_cpu_args"):
+        return own
+    keys = {arg_key(a) for a in own}
+    vendor = [a for a in (prof["pstate_arg"] if prof["pstate_arg_required"] else None, prof["cstate_arg"])
+              if a and arg_key(a) not in keys]
+    return vendor + own
+
+
+def for_host(policy, facts):
+    """``policy`` as this host sees it: ``host_cpu`` (host_profile, with the catalogue's vendor-dependent template
+    values under "template"), ``scaling_driver`` and ``cmdline_required`` resolved. Idempotent: a policy already
+    resolved is returned as it is."""
+    if "host_cpu" in policy:
+        return policy
+    prof = host_profile(policy, facts)
+    prof["template"] = _template_values(prof)
+    out = dict(policy)
+    out["host_cpu"] = prof
+    out["cmdline_required"] = cmdline_args(policy, prof)
+    if prof["scaling_driver"]:
+        out["scaling_driver"] = prof["scaling_driver"]
+    return out
+
+
+def _template_values(prof):
+    if not prof["pstate"]:
+        return {}
+    row = PSTATE_BY_DRIVER[prof["pstate"]]
+    out = {"pstate_driver": row["driver"], "pstate_mode": prof["pstate_mode"],
+           "pstate_remediation": row["remediation"].format(mode=prof["pstate_mode"], status_file=row["status_file"])}
+    if prof["cstate_arg"]:
+        out.update(cstate_arg=prof["cstate_arg"], idle_driver=prof["idle_driver"])
+    return out

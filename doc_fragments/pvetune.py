@@ -1,11 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, pvetune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Option documentation shared by pvetune's modules.
+"""Documentation shared by pvetune's modules.
 
 ansible.cfg's ``doc_fragment_plugins = doc_fragments`` makes this fragment ``pvetune`` (``pvetune.run_id`` for
-RUN_ID); scripts/ansible_test_sanity.sh renames it to ``pvetune.gpuhost.pvetune`` in the collection it builds.
-A module that needs more than the shared text says so in its own notes, not here.
+RUN_ID, ``pvetune.pve_host`` for PVE_HOST); scripts/ansible_test_sanity.sh renames it to
+``pvetune.gpuhost.pvetune`` in the collection it builds. A module that needs more than the shared text says so in
+its own notes, not here.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -43,4 +44,13 @@ options:
         directory.
       - 1 to 64 characters, letters, digits, C(.), C(_) and C(-), starting with a letter or a digit.
     type: str
+"""
+
+    # Where a module that acts on a Proxmox VE host runs (attributes: platform); modules that run elsewhere (the
+    # controller) or on any POSIX host document their own platform instead.
+    PVE_HOST = r"""
+attributes:
+  platform:
+    platforms: debian
+    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
 """

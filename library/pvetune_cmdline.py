@@ -72,13 +72,11 @@ attributes:
     details:
       - One diff per boot configuration file it edits (the drop-in, C(/etc/default/grub) or
         C(/etc/kernel/cmdline)). The C(grub.cfg) that C(update-grub) regenerates is not diffed.
-  platform:
-    platforms: debian
-    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune
   - pvetune.run_id
+  - pvetune.pve_host
 seealso:
   - module: pvetune_kernel
     description: Pins the kernel series, in the same boot configuration.

@@ -32,12 +32,10 @@ attributes:
   diff_mode:
     support: none
     details: Nothing is changed, so there is nothing to diff.
-  platform:
-    platforms: debian
-    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune
+  - pvetune.pve_host
 seealso:
   - module: pvetune_snapshot
     description: Saves the archive on the controller and unpacks it for the audit.

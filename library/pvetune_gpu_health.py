@@ -65,12 +65,10 @@ attributes:
   diff_mode:
     support: none
     details: Read-only; there is nothing to diff.
-  platform:
-    platforms: debian
-    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune
+  - pvetune.pve_host
 seealso:
   - module: pvetune_lxc_gpu
     description: Regenerates the CT device entries whose failure this gate reports.

@@ -61,13 +61,11 @@ attributes:
     details:
       - Diffs of the pin files it plans on pvetune's change set. A package install is not a file diff; it shows
         in RV(package_installed).
-  platform:
-    platforms: debian
-    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune
   - pvetune.run_id
+  - pvetune.pve_host
 seealso:
   - module: pvetune_cmdline
     description: Edits the kernel command line in the same boot configuration.

@@ -56,13 +56,11 @@ attributes:
   diff_mode:
     support: none
     details: No diff; RV(holder) shows the lock.
-  platform:
-    platforms: debian
-    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune
   - pvetune.run_id
+  - pvetune.pve_host
 seealso:
   - module: pvetune_preflight
     description: Checks the run's inputs before the lock is taken and anything is changed.

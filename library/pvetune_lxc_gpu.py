@@ -82,13 +82,11 @@ attributes:
   diff_mode:
     support: full
     details: The CT config diffs and, when it changes, the NVIDIA majors state file.
-  platform:
-    platforms: debian
-    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune
   - pvetune.run_id
+  - pvetune.pve_host
 seealso:
   - module: pvetune_gpu_health
     description: Checks afterwards that the GPUs answer inside the running CTs.

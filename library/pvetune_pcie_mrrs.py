@@ -55,13 +55,11 @@ attributes:
   diff_mode:
     support: full
     details: One diff of the Device Control words (C(pcie:<bdf>:devctl)) before and after.
-  platform:
-    platforms: debian
-    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune
   - pvetune.run_id
+  - pvetune.pve_host
 seealso:
   - module: pvetune_runtime
     description: Installs the boot unit that sets MaxReadReq again at every boot.

@@ -46,13 +46,11 @@ attributes:
     support: partial
     details: One diff per file restored or removed. Runtime values put back are listed in RV(runtime), not in the
       diff.
-  platform:
-    platforms: debian
-    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune
   - pvetune.run_id
+  - pvetune.pve_host
 seealso:
   - module: pvetune_cmdline
     description: One of the fix modules whose changes are recorded in the manifest.

@@ -52,13 +52,11 @@ attributes:
   diff_mode:
     support: full
     details: One diff per file it installs or changes (library, helper, settings, units, enable links).
-  platform:
-    platforms: debian
-    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune
   - pvetune.run_id
+  - pvetune.pve_host
 seealso:
   - module: pvetune_rollback
     description: Removes everything this module installed.

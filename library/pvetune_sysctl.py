@@ -45,13 +45,11 @@ attributes:
   diff_mode:
     support: full
     details: The drop-in's diff and one diff of the runtime values.
-  platform:
-    platforms: debian
-    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune
   - pvetune.run_id
+  - pvetune.pve_host
 seealso:
   - module: pvetune_rollback
     description: Removes the drop-in and puts the original runtime values back.

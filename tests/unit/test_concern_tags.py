@@ -69,3 +69,11 @@ def test_audit_gate_takes_the_tags_from_the_audit_results():
     text = " ".join(str(v) for v in gate["vars"].values())
     assert "map(attribute='fix_tag')" in text
     assert not [tag for tag in CATALOGUE_TAGS if "'%s'" % tag in text], text
+
+
+def test_lxc_regeneration_after_the_reboot_passes_what_the_fix_passes():
+    """The rollout's second pvetune_lxc_gpu call (after the reboot) takes the same options as the fix's own: a
+    dropped option (fail_on_refused was) would make the two calls judge the same CT differently."""
+    (fix_task,) = [t for t in load(os.path.join(FIX_TASKS, "lxc.yml")) if "pvetune_lxc_gpu" in t]
+    (after_task,) = load(os.path.join(ROLLOUT_TASKS, "lxc_after.yml"))
+    assert after_task["pvetune_lxc_gpu"] == fix_task["pvetune_lxc_gpu"]

@@ -129,10 +129,15 @@ def test_attributes_say_what_the_module_does(name, monkeypatch):
     assert (check != "none") == bool(kwargs.get("supports_check_mode")), (name, check)
     if "_diff" in _source(name):  # the module returns a diff
         assert attributes["diff_mode"]["support"] != "none", name
-    if attributes["diff_mode"]["support"] == "none":
-        assert "_diff" not in _source(name), name
     # The attributes replace the old "Supports check mode ..." notes.
     assert not [n for n in doc.get("notes") or [] if n.startswith("Supports check mode")], name
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_return_and_examples_are_yaml(name):
+    module = load_library_module(name)
+    assert isinstance(yaml.safe_load(module.RETURN), dict), name
+    assert isinstance(yaml.safe_load(module.EXAMPLES), list), name
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -11,7 +11,6 @@ import sys
 
 import pcibuild
 import pytest
-import yaml
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune import bootunits
 from ansible.module_utils.pvetune.concerns.pcie_fix import (
@@ -432,27 +431,6 @@ def test_module_without_setpci_skips_for_a_tree(shared_gpu01, monkeypatch, forbi
     assert res["changed"] is False and res["skipped_commands"][0]["command"] == "setpci"
     assert {f["result"] for f in res["functions"]} == {"skipped"}
     assert snapshot(shared_gpu01) == before
-
-
-def test_module_documentation_matches_argument_spec():
-    from conftest import load_library_module
-
-    mod = load_library_module("pvetune_pcie_mrrs")
-    from test_module_docs import module_doc  # the options with the doc fragments merged, as ansible-doc shows them
-
-    doc = module_doc(mod)["options"]
-    spec = mod.ARGUMENT_SPEC
-    assert sorted(doc) == sorted(spec)
-    for name, opt in spec.items():
-        d = doc[name]
-        assert d.get("type", "str") == opt.get("type", "str"), name
-        assert d.get("default") == opt.get("default"), name
-        assert bool(d.get("required", False)) == bool(opt.get("required", False)), name
-        assert d.get("choices") == opt.get("choices"), name
-        assert d.get("elements") == opt.get("elements"), name
-        assert d.get("description"), name
-    yaml.safe_load(mod.RETURN)
-    yaml.safe_load(mod.EXAMPLES)
 
 
 # -- boot ---------------------------------------------------------------------------------------------

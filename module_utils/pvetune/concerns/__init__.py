@@ -6,7 +6,7 @@ NVIDIA, IOMMU). A concern module holds the reader of its host state (used by the
 helper alike) and the evaluators of its catalogue ids; its fix planner and boot-time re-application live in
 ``<concern>_fix.py`` next to it, so the audit's module payload carries no fix code.
 
-Interface every concern module provides (gather.py and evaluate.py loop over them):
+Interface every concern module provides (audit.gather and audit.evaluate loop over them):
 
 ``SECTIONS``  tuple of (facts section name, reader); ``reader(ctx)`` returns the section's dict, where ``ctx`` has
               ``fsroot``, ``runner``, ``policy`` and ``facts`` (the sections read so far, for readers that build on

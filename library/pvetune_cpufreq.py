@@ -79,13 +79,11 @@ attributes:
     details:
       - One diff of the runtime values. Like RV(changes) it groups the policies (one line per distinct change,
         for example C(cpufreq:policy[0-127]:scaling_governor)); the manifest keeps one entry per policy file.
-  platform:
-    platforms: debian
-    details: Proxmox VE 8 and 9 hosts (Debian bookworm and trixie).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune
   - pvetune.run_id
+  - pvetune.pve_host
 seealso:
   - module: pvetune_runtime
     description: Installs the boot unit that re-applies these settings at every boot.
@@ -124,8 +122,8 @@ pstate:
       description:
         - C(not_requested), C(not_applicable) (another CPU vendor, or a virtual machine without cpufreq),
           C(none) (already in that mode), C(switch) (check mode), C(switched), C(failed) (runtime switch refused or
-          not effective; the old value is written back) or C(unavailable) (no status file, so the driver is not
-          loaded).
+          not effective; the old value is written back), C(unavailable) (no status file, so the driver is not
+          loaded) or C(unknown) (the status file reads no mode the kernel reports; nothing is written).
       type: str
     reboot_required:
       description: True when the mode needs the boot argument and a reboot.

@@ -15,17 +15,17 @@ def statuses(checks):
 def test_demo_fleet_audit(tmp_path, demo_digest):
     reports = tmp_path / "reports"
     run = run_playbook(tmp_path, "audit.yml", extravars={"pvetune_report_dir": str(reports)}, cmdline="--diff")
-    # Exit status: pve-gpu01 fails high-severity checks.
+    # Exit status: pve-gpu01 and pve-gpu05 fail high-severity checks.
     assert run.rc == 2, run.stdout[-2000:]
     assert run.status == "failed"
 
     # One read-only facts call per host, in check mode, nothing changed.
     facts = run.results(FACTS_TASK)
-    assert sorted(e["host"] for e in facts) == ["pve-gpu01", "pve-gpu02", "pve-gpu03"]
+    assert sorted(e["host"] for e in facts) == ["pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu05"]
     for ev in facts:
         assert ev["res"]["changed"] is False
     stats = run.stats()
-    for host in ("pve-gpu01", "pve-gpu02", "pve-gpu03"):
+    for host in ("pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu05"):
         assert stats["changed"].get(host, 0) == 0  # the reports are written on the controller, not a change
     changed_tasks = [e["task"] for e in run.results() if e["res"].get("changed")]
     assert changed_tasks == []
@@ -43,13 +43,21 @@ def test_demo_fleet_audit(tmp_path, demo_digest):
     assert "fail" not in by_host["pve-gpu02"].values()
     assert "error" not in by_host["pve-gpu02"].values()
     assert by_host["pve-gpu03"]["boot.cmdline"] == "pending"
+    # The Intel host fails on its own terms (powersave, intel_idle C1E/C6) and is never asked for amd_pstate.
+    gpu05 = {e["host"]: e["res"]["results"] for e in facts}["pve-gpu05"]
+    assert statuses(gpu05) == dict(statuses({e["host"]: e["res"]["results"] for e in facts}["pve-gpu02"]),
+                                   **{"cpu.governor": "fail", "cpu.epp": "fail", "cpu.cstates": "fail",
+                                      "boot.cmdline": "fail"})
+    texts = json.dumps(gpu05)
+    assert "amd_pstate=active" not in texts and "processor.max_cstate=1" not in texts
+    assert "intel_idle.max_cstate=1" in {c["id"]: c for c in gpu05}["boot.cmdline"]["message"]
 
     # Reports: latest link, JSON schema basics, JUnit, HTML.
     latest = reports / "latest"
     assert latest.is_symlink()
     doc = json.loads((latest / "audit.json").read_text())
     assert doc["schema_version"] == 1
-    assert doc["summary"]["failed_hosts"] == ["pve-gpu01"]
+    assert doc["summary"]["failed_hosts"] == ["pve-gpu01", "pve-gpu05"]
     host01 = [h for h in doc["hosts"] if h["host"] == "pve-gpu01"][0]
     mrrs = [c for c in host01["checks"] if c["id"] == "pcie.mrrs"][0]
     assert len(mrrs["items"]) == 8
@@ -59,9 +67,9 @@ def test_demo_fleet_audit(tmp_path, demo_digest):
         assert key in mrrs
     junit = ET.parse(str(latest / "junit.xml")).getroot()
     cases = junit.findall(".//testcase")
-    assert len(cases) == 3 * 12
+    assert len(cases) == 4 * 12
     failures = [c for c in cases if c.find("failure") is not None]
-    assert {c.get("classname") for c in failures} == {"pve-gpu01"}
+    assert {c.get("classname") for c in failures} == {"pve-gpu01", "pve-gpu05"}
     html = (latest / "audit.html").read_text()
     assert html.startswith("<!DOCTYPE html>") and "pve-gpu03" in html and "<script" not in html
     assert "pve-gpu01" in (latest / "summary.txt").read_text()

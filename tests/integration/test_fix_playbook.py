@@ -11,7 +11,7 @@ import pytest
 from conftest import DEMO_SNAPSHOTS, run_playbook
 from scratch_host import make_scratch
 
-HOSTS = ("pve-gpu01", "pve-gpu02", "pve-gpu03")
+HOSTS = ("pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu05")
 # Bookkeeping of the stand-ins and pvetune's own state/backups: not host content.
 IGNORED = (".pvetune/calls.log", "var/lib/pvetune", "run")
 # What rollback deliberately keeps: the kernel package fix.yml installed on pve-gpu01 (it may be the
@@ -90,6 +90,17 @@ def test_1_check_diff_plans_changes_and_writes_nothing(fleet, tmp_path):
     assert any("c 511:* rwm" in line for ct in lxc["cts"] for line in ct.get("lines", []))
     kernel = planned["Install and pin the kernel series"]
     assert kernel["changed"] and kernel["reboot_required"]
+    # The Intel host is planned on its own terms: intel_idle's C-state limit, never AMD's arguments (issue 17).
+    intel = {e["task"]: e["res"] for e in run.results(host="pve-gpu05")}
+    intel_diff = "".join(d.get("after", "") for d in intel["Ensure the kernel command line arguments"]["diff"])
+    assert "intel_idle.max_cstate=1" in intel_diff
+    assert "amd_pstate" not in intel_diff and "processor.max_cstate" not in intel_diff
+    cpu = intel["Set the P-state driver mode, governor and EPP on every CPU policy"]
+    assert cpu["pstate"]["driver"] == "intel_pstate" and cpu["pstate"]["action"] == "none"
+    assert cpu["reboot_required"] is False
+    assert {(g["key"], g["before"], g["after"]) for g in cpu["changes"]["runtime"]} == {
+        ("cpufreq:policy[0-159]:scaling_governor", "powersave", "performance"),
+        ("cpufreq:policy[0-159]:energy_performance_preference", "balance_performance", "performance")}
     record = json.load(open(os.path.join(fleet["base"], "reports-check", os.listdir(
         os.path.join(fleet["base"], "reports-check"))[0], "pve-gpu02.json")))
     assert record["result"] == "ok" and record["check_mode"] is True
@@ -117,6 +128,13 @@ def test_2_fix_then_every_check_passes_or_is_pending(fleet, tmp_path):
     gpu01 = {c["id"]: c["status"] for c in [h for h in doc["hosts"] if h["host"] == "pve-gpu01"][0]["checks"]}
     assert gpu01["boot.cmdline"] == "pending" and gpu01["kernel.version"] == "pending"
     assert gpu01["pcie.mrrs"] == gpu01["kernel.numa_balancing"] == gpu01["lxc.gpu_devices"] == "pass"
+    # The Intel host without a reboot: the runtime fixes pass, the C-state limit waits for the boot.
+    gpu05 = {c["id"]: c for c in [h for h in doc["hosts"] if h["host"] == "pve-gpu05"][0]["checks"]}
+    assert {cid: gpu05[cid]["status"] for cid in ("cpu.scaling_driver", "cpu.governor", "cpu.epp", "cpu.cstates",
+                                                   "boot.cmdline")} == {
+        "cpu.scaling_driver": "pass", "cpu.governor": "pass", "cpu.epp": "pass", "cpu.cstates": "pending",
+        "boot.cmdline": "pending"}
+    assert "intel_idle.max_cstate=1 is configured in the boot loader" in gpu05["cpu.cstates"]["message"]
     assert audit.rc == 0
 
 

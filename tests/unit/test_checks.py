@@ -252,8 +252,8 @@ SCENARIOS = [
     ("cpu.epp", "error", [setv(("cpu",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
     ("cpu.epp", "fail", [intel(epp="balance_performance")], None, "4 of 4 policies do not prefer performance", False),
     ("cpu.epp", "skip", [intel(epp=None)], None,
-     "the cpufreq driver (intel_pstate) offers no energy_performance_preference (EPP needs amd_pstate or "
-     "intel_pstate with HWP in active mode)", False),
+     "the cpufreq driver (intel_pstate) offers no energy_performance_preference (EPP needs intel_pstate in "
+     "active mode with HWP)", False),
     # -- cpu.cstates -----------------------------------------------------------------------------------------
     ("cpu.cstates", "pass", [], None, "processor.max_cstate=1 effective; nothing deeper than C1 enabled", False),
     ("cpu.cstates", "fail", [setv(("cpuidle", "states", "state2"), _state("C2", 400, 4, 0))], None,

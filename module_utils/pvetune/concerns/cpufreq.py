@@ -183,7 +183,7 @@ def check_epp(facts, policy):
         drivers = sorted({p.get("driver") or "?" for p in (cpu.get("policies") or {}).values()})
         return make_result(cid, policy, "skip", None,
                            "the cpufreq driver (%s) offers no energy_performance_preference (%s)"
-                           % (", ".join(drivers) or "none", EPP_NEEDS), evidence=ev)
+                           % (", ".join(drivers) or "none", cpuprofile.epp_needs(prof["pstate"])), evidence=ev)
     want = policy["epp"]
     bad, items = _policy_items(policies, "epp", want, "epp")
     if not bad:
@@ -192,9 +192,6 @@ def check_epp(facts, policy):
     return make_result(cid, policy, "fail", current,
                        "%d of %d policies do not prefer %s" % (sum(len(v) for v in bad.values()), len(policies), want),
                        items, ev)
-
-
-EPP_NEEDS = "EPP needs amd_pstate or intel_pstate with HWP in active mode"
 
 
 def _natural_key(name):

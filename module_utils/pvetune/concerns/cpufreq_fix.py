@@ -29,7 +29,7 @@ __metaclass__ = type
 import errno
 import re
 
-from ansible.module_utils.pvetune.concerns.cpufreq import CPUFREQ_DIR, EPP_NEEDS
+from ansible.module_utils.pvetune.concerns.cpufreq import CPUFREQ_DIR
 from ansible.module_utils.pvetune.concerns.pstate_fix import (
     apply_mode,
     drivers,
@@ -40,7 +40,7 @@ from ansible.module_utils.pvetune.concerns.pstate_fix import (
     requested_mode,
     write_sysfs,
 )
-from ansible.module_utils.pvetune.core.cpuprofile import PSTATE, PSTATE_BY_DRIVER
+from ansible.module_utils.pvetune.core.cpuprofile import PSTATE, PSTATE_BY_DRIVER, epp_needs
 from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.formats.cpu_list import format_cpu_list
@@ -129,7 +129,7 @@ def plan_policies(state, governor=None, epp=None):
         if pol["epp"] is None:
             plan["epp_skipped"].append({"policy": name, "num": pol["num"],
                                         "reason": "scaling driver %s offers no EPP (%s): %s"
-                                        % (pol["driver"], EPP_FILE, EPP_NEEDS)})
+                                        % (pol["driver"], EPP_FILE, epp_needs(state.get("pstate")))})
             continue
         offered = pol["available_epp"]
         if offered is None:
@@ -280,7 +280,7 @@ def boot_apply(fsroot, runner, config, writer=write_sysfs):
         state = read_state(fsroot)
     if step["action"] == "switched":
         messages.append("%s mode %s -> %s" % (step["driver"], step["before"], step["after"]))
-    elif step["message"] and step["action"] in ("failed", "unavailable"):
+    elif step["message"] and step["action"] in ("failed", "unavailable", "unknown"):
         messages.append("warning: " + step["message"])
     plan = plan_policies(state, cfg["governor"], cfg["epp"])
     for item in group_reasons(plan["skipped"]):
@@ -345,7 +345,7 @@ def _apply(fsroot, mode_changes, policy_changes, cfg, check_mode, require_runtim
         state, predicted = _switch_mode(fsroot, mode_changes, state, step, check_mode, messages)
     if step["action"] == "switched":
         messages.append("%s mode %s -> %s" % (step["driver"], step["before"], step["after"]))
-    elif step["action"] == "not_applicable":
+    elif step["action"] in ("not_applicable", "unknown"):
         messages.append(step["message"])
     elif step["action"] in ("failed", "unavailable"):
         if require_runtime_mode:

@@ -114,7 +114,8 @@ def plan_mode(state, mode):
     """What to do about the P-state driver's mode.
 
     action: "not_requested" | "not_applicable" (no driver pvetune knows for this CPU, or a VM without cpufreq) |
-    "none" (already) | "switch" | "unavailable" (no status file: the driver is not loaded). An unavailable mode
+    "none" (already) | "switch" | "unavailable" (no status file: the driver is not loaded) | "unknown" (the status
+    file reads something the kernel never reports: nothing is written). An unavailable mode
     needs a reboot (reboot_required) unless the running kernel was already booted with the driver's argument: then
     it could not load (no CPPC / HWP in the firmware) and another reboot changes nothing; a fix run must not reboot
     such a host on every run.
@@ -145,6 +146,10 @@ def plan_mode(state, mode):
         step.update(action="unavailable", reboot_required=True,
                     message="%s does not exist: %s is not the scaling driver (scaling driver: %s); %s"
                     % (row["status_file"], row["driver"], found, boot_arg_message(row, mode)))
+        return step
+    if current not in row["statuses"]:
+        step.update(action="unknown", message="%s reads %r, which is none of the modes the kernel reports (%s): "
+                    "nothing written" % (row["status_file"], (current or "")[:40], ", ".join(row["statuses"])))
         return step
     if current != mode:
         step.update(action="switch", after=mode,

@@ -30,7 +30,9 @@ PSTATE = {
         "vendor": "amd", "driver": "amd_pstate", "policy_key": "amd_pstate_mode",
         "status_file": CPU_DIR + "/amd_pstate/status", "status_key": "amd_pstate_status",
         "modes": {"active": "amd-pstate-epp", "passive": "amd-pstate", "guided": "amd-pstate"},
+        "statuses": ("active", "passive", "guided", "disable"),  # what the kernel reports in status
         "epp_driver": "amd-pstate-epp", "arg_always": True, "firmware": "CPPC",
+        "epp_needs": "EPP needs amd_pstate in active mode",
         # What the kernel offers right after a switch to active mode (check mode predicts with it).
         "initial_governor": "performance",
         "remediation": ("Add amd_pstate={mode} to the kernel command line (check boot.cmdline) and reboot; where the "
@@ -41,7 +43,9 @@ PSTATE = {
         "vendor": "intel", "driver": "intel_pstate", "policy_key": "intel_pstate_mode",
         "status_file": CPU_DIR + "/intel_pstate/status", "status_key": "intel_pstate_status",
         "modes": {"active": "intel_pstate", "passive": "intel_cpufreq"},
+        "statuses": ("active", "passive", "off"),
         "epp_driver": "intel_pstate", "arg_always": False, "firmware": "HWP",
+        "epp_needs": "EPP needs intel_pstate in active mode with HWP",
         "initial_governor": "powersave",
         "remediation": ("intel_pstate runs in active mode by default on CPUs with HWP; switch at runtime: echo {mode} "
                         "> {status_file} (pvetune-cpufreq.service re-applies it at boot); where intel_pstate is not "
@@ -50,6 +54,13 @@ PSTATE = {
     },
 }
 PSTATE_BY_DRIVER = {row["driver"]: row for row in PSTATE.values()}
+EPP_NEEDS = "EPP needs amd_pstate, or intel_pstate with HWP, in active mode"
+
+
+def epp_needs(pstate):
+    """Why a driver offers no EPP, for the host's P-state driver (``pstate``, a PSTATE driver name or None)."""
+    row = PSTATE_BY_DRIVER.get(pstate)
+    return row["epp_needs"] if row else EPP_NEEDS
 
 # idle driver -> (boot argument that limits it, its module parameter, the cpuidle facts key of that parameter)
 IDLE_LIMITS = {

@@ -18,7 +18,8 @@ description:
     one oneshot unit per subcommand ordered before C(pve-guests.service), enabled through the
     C(multi-user.target.wants) link that C(systemctl enable) creates.
   - Every file is planned on pvetune's change set, so it is backed up, recorded in the manifest and removed by
-    rollback.yml. On a live host (root C(/)) C(systemctl daemon-reload) runs when a unit changed.
+    rollback.yml. On a live host (root C(/)) C(systemctl daemon-reload) runs when a unit changed; when it fails,
+    the files it wrote are put back and the module fails.
   - Only the listed subcommands are installed; units of other subcommands are left alone.
   - C(/usr/local/lib/pvetune/MANIFEST.json) records the tool version and the path, sha256 and mode of every
     library file and the helper. A file that differs from it is reported with a warning and re-installed (the
@@ -101,9 +102,9 @@ from ansible.module_utils.pvetune import (  # noqa: F401  pylint: disable=unused
     bootunits,
 )
 from ansible.module_utils.pvetune.concerns import cpufreq_fix, lxcgpu_boot, lxcgpu_fix, pcie_fix
-from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
+from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet, WriteFailed
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.core.runner import CommandUnavailable, Runner
+from ansible.module_utils.pvetune.core.runner import RunFailed, Runner, run_or_restore
 
 VALIDATORS = {
     "cpufreq": cpufreq_fix.validate_config,
@@ -153,17 +154,15 @@ def main():
     units_changed = any(f["path"].startswith(bootunits.UNIT_DIR) for f in changes.files)
     if not module.check_mode:
         try:
-            changes.apply()
-        except (OSError, IOError, FsError, ChangeError) as exc:
-            module.fail_json(msg="installing failed: %s" % exc, changes=changes.summary())
+            changes.apply_or_restore("the boot-time runtime")
+        except WriteFailed as exc:
+            module.fail_json(msg=str(exc), changes=changes.summary(), restored=exc.restored)
         if units_changed:
-            run = Runner(fsroot, module.run_command)
             try:
-                rc, out, err = run.run("systemctl", ["daemon-reload"])
-                if rc != 0:
-                    module.fail_json(msg="systemctl daemon-reload failed: %s" % (err or out).strip())
-            except CommandUnavailable as exc:
-                skipped.append({"command": "systemctl daemon-reload", "reason": exc.reason})
+                run_or_restore(Runner(fsroot, module.run_command), changes, "systemctl", ["daemon-reload"],
+                               "the runtime files were put back as they were (%s)", skipped=skipped, required=False)
+            except RunFailed as exc:
+                module.fail_json(changes=changes.summary(), **exc.fail_kwargs())
     result = dict(changed=changes.changed, paths=paths, changes=changes.summary(), reboot_required=False,
                   skipped_commands=skipped)
     if module._diff:

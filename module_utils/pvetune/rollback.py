@@ -26,9 +26,9 @@ import os
 import shutil
 
 from ansible.module_utils.pvetune.concerns import bootargs_fix, pcie_fix
-from ansible.module_utils.pvetune.core.changeset import ChangeError, sha256
+from ansible.module_utils.pvetune.core.changeset import ChangeError, WriteFailed, sha256
 from ansible.module_utils.pvetune.core.fsroot import FsError
-from ansible.module_utils.pvetune.core.runner import CommandUnavailable, RunFailed, run_or_restore
+from ansible.module_utils.pvetune.core.runner import RunFailed, run_or_restore
 
 BOOT_FILES_PREFIXES = ("/etc/default/grub", "/etc/kernel/cmdline", "/etc/kernel/proxmox-boot-pin",
                        "/etc/kernel/next-boot-pin")
@@ -200,10 +200,9 @@ def save_remaining(fsroot, changes, manifest, done_paths, done_runtime):
 def _apply_files(fsroot, runner, changes, plan, refresh, result):
     """Write the planned files, refresh the boot loader, reload systemd; RunFailed with the files put back."""
     try:
-        changes.apply()
-    except (OSError, IOError, FsError, ChangeError) as exc:
-        changes.restore_run()
-        raise RunFailed("rollback failed while writing (%s); the files were put back as they were" % exc, **result)
+        changes.apply_or_restore("the original files back")
+    except WriteFailed as exc:
+        raise RunFailed("rollback failed: %s" % exc, **result)
     if plan["boot_files"] and refresh:
         info, record = bootargs_fix.detect(fsroot, runner)
         if record:
@@ -217,10 +216,11 @@ def _apply_files(fsroot, runner, changes, plan, refresh, result):
             raise RunFailed(exc.msg, **result)
     if any(path.startswith("/etc/systemd/system/") for path in plan["restored"] + plan["removed"]):
         try:
-            rc, _out, _err = runner.run("systemctl", ["daemon-reload"])
-            result["commands"].append({"cmd": "systemctl daemon-reload", "rc": rc})
-        except CommandUnavailable as exc:
-            result["skipped_commands"].append({"command": "systemctl daemon-reload", "reason": exc.reason})
+            run_or_restore(runner, None, "systemctl", ["daemon-reload"], None, commands=result["commands"],
+                           skipped=result["skipped_commands"], required=False)
+        except RunFailed as exc:
+            raise RunFailed("%s; the unit files are rolled back, but systemd keeps the old units loaded until a "
+                            "daemon-reload succeeds" % exc.msg, **result)
 
 
 def run_rollback(fsroot, runner, changes, manifest, params, check_mode):

@@ -537,3 +537,20 @@ def test_restore_run_never_raises_and_names_what_is_left(tree, monkeypatch):
     assert len(restored) == 1
     assert restored[0].startswith("/etc/default/grub (NOT restored: ")
     assert "the original is in /var/lib/pvetune/runs/run1" in restored[0]
+
+
+def test_apply_or_restore_puts_back_what_it_wrote_when_a_later_write_fails(tree):
+    """The first file is written, the second cannot be (its parent became a file): the first is put back and the
+    error names what was being written, the reason and the restored path."""
+    cs = changes(tree)
+    cs.plan_file("/etc/default/grub", b"NEW\n")
+    cs.plan_file("/etc/modprobe.d/deep/new.conf", b"new\n")
+    put(tree, "/etc/modprobe.d", b"a file where a directory must go\n")
+    with pytest.raises(changeset.WriteFailed) as info:
+        cs.apply_or_restore("the boot configuration")
+    assert str(info.value).startswith("writing the boot configuration failed: ")
+    assert info.value.restored == ["/etc/default/grub"]
+    assert str(info.value).endswith("; restored: /etc/default/grub")
+    with open(real(tree, "/etc/default/grub"), "rb") as handle:
+        assert handle.read() == b'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\n'
+    assert isinstance(info.value, ChangeError)  # callers that catch ChangeError still do

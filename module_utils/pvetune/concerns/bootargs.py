@@ -39,11 +39,7 @@ def gather_boot(fsroot):
         out["configured_args"] = args
         out["evidence"].append("%s (first line): %s" % (path, " ".join(args)))
         return out
-    files = []
-    dropins = ["/etc/default/grub.d/" + n for n in fsroot.listdir("/etc/default/grub.d") if n.endswith(".cfg")]
-    for path in ["/etc/default/grub"] + dropins:
-        if fsroot.isfile(path):
-            files.append((path, fsroot.read_text(path)))
+    files = grub_parse.read_grub_files(fsroot)
     out["config_path"] = "/etc/default/grub" + (" + grub.d" if len(files) > 1 else "")
     if not files:
         out["configured_args"] = None

@@ -35,7 +35,7 @@ import collections
 import re
 
 from ansible.module_utils.pvetune.concerns import bootargs, kernel
-from ansible.module_utils.pvetune.core.changeset import ChangeError
+from ansible.module_utils.pvetune.core.changeset import WriteFailed
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.runner import CommandUnavailable, RunFailed, command_record, run_or_restore
 from ansible.module_utils.pvetune.formats import grub_chain, grub_edit, grub_parse, kernel_cmdline
@@ -265,12 +265,9 @@ def run_cmdline_fix(fsroot, runner, changes, params, check_mode, warn, ensure, r
             skipped.append({"command": shown, "reason": "check mode"})
         else:
             try:
-                changes.apply()
-            except (OSError, IOError, FsError, ChangeError) as exc:
-                restored = changes.restore_run()
-                raise RunFailed("writing the boot configuration failed: %s; restored: %s"
-                                % (exc, ", ".join(restored) or "nothing had been written"),
-                                changes=changes.summary(), loader=loader_ret, commands=commands)
+                changes.apply_or_restore("the boot configuration")
+            except WriteFailed as exc:
+                raise RunFailed(str(exc), changes=changes.summary(), loader=loader_ret, commands=commands)
             try:
                 ran = run_or_restore(runner, changes, name, args,
                                      "the boot configuration was restored (%s), so the next boot uses the previous "

@@ -25,8 +25,13 @@ from ansible.module_utils.pvetune.formats.kernel_version import (
 )
 
 
-def gather_kernel(fsroot):
-    return kernel_state(fsroot)
+def gather_kernel(ctx):
+    """The kernel section. The boot section (read just before) already detected the loader and evaluated the
+    GRUB files: both are taken from it instead of being read twice; when it could not be read, they are read here."""
+    boot = ctx.facts.get("boot")
+    if not isinstance(boot, dict) or boot.get("error") or not boot.get("loader"):
+        return kernel_state(ctx.fsroot)
+    return kernel_state(ctx.fsroot, loader_info=boot, grub_eff=boot.get("grub"))
 
 
 # -- kernel and boot -----------------------------------------------------------
@@ -101,8 +106,10 @@ def _versions_from(fsroot, directory, prefix):
     return found
 
 
-def kernel_state(fsroot, loader_info=None):
-    """Running, installed and pinned kernels, and the kernel the next boot will use.
+def kernel_state(fsroot, loader_info=None, grub_eff=None):
+    """Running, installed and pinned kernels, and the kernel the next boot will use. ``loader_info``
+    (bootargs.detect_loader) and ``grub_eff`` (grub_chain.grub_effective of the GRUB files) are read here unless the
+    caller already has them.
 
     next_boot_kernel / next_boot_rule:
       hosts managed by proxmox-boot-tool: the next-boot pin ("next-boot-pin"),
@@ -142,7 +149,7 @@ def kernel_state(fsroot, loader_info=None):
 
     grub = {"value": None, "path": None, "line": None, "kernel": None, "form": None}
     try:
-        eff = grub_effective(read_grub_files(fsroot))
+        eff = grub_eff if grub_eff is not None else grub_effective(read_grub_files(fsroot))
         grub["value"] = eff["GRUB_DEFAULT"]
         if eff["set_by"]["GRUB_DEFAULT"]:
             grub["path"] = eff["set_by"]["GRUB_DEFAULT"]["path"]
@@ -203,5 +210,5 @@ def kernel_state(fsroot, loader_info=None):
                   % grub["value"])
 
 
-SECTIONS = (("kernel", lambda ctx: gather_kernel(ctx.fsroot)),)
+SECTIONS = (("kernel", gather_kernel),)
 CHECKS = {"kernel.version": check_kernel_version}

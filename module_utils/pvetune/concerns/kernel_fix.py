@@ -31,7 +31,7 @@ __metaclass__ = type
 import re
 
 from ansible.module_utils.pvetune.concerns import bootargs_fix, kernel
-from ansible.module_utils.pvetune.core.changeset import ChangeError
+from ansible.module_utils.pvetune.core.changeset import WriteFailed
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.runner import RunFailed, run_or_restore
 from ansible.module_utils.pvetune.formats import kernel_version, pbt_output
@@ -295,11 +295,9 @@ def _pin(flow, check_mode, warn, info, state, chosen):
             flow.skipped.extend({"command": " ".join([n] + a), "reason": "check mode"} for n, a in cmds)
         else:
             try:
-                changes.apply()
-            except (OSError, IOError, FsError, ChangeError) as exc:
-                restored = changes.restore_run()
-                flow.fail("writing the pin failed: %s; %s" % (exc, RESTORED % (", ".join(restored)
-                                                                               or "no file had changed")))
+                changes.apply_or_restore("the pin")
+            except WriteFailed as exc:
+                flow.fail(str(exc))
             for name, args in cmds:
                 flow.run(name, args, restore=True)
     elif regenerate:

@@ -34,7 +34,7 @@ from ansible.module_utils.pvetune.concerns.lxcgpu_fix import (
 )
 from ansible.module_utils.pvetune.concerns.lxcgpu_pct import CtLocks, excerpt
 from ansible.module_utils.pvetune.concerns.nvidia import CTL_NODE, char_node, uvm_ready
-from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet, validate_run_id
+from ansible.module_utils.pvetune.core.changeset import ChangeSet, WriteFailed, validate_run_id
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.runner import CommandUnavailable
 from ansible.module_utils.pvetune.formats.ct_config import parse_ct_config
@@ -140,10 +140,9 @@ def boot_apply(fsroot, runner, config, sleep=time.sleep, clock=time.monotonic):
         except (LxcFixError, FsError) as exc:
             return False, messages + [str(exc)]
         try:
-            changes.apply()
-        except (OSError, IOError, FsError, ChangeError) as exc:
-            restored = changes.restore_run()
-            return False, messages + ["writing failed: %s (restored: %s)" % (exc, ", ".join(restored) or "none")]
+            changes.apply_or_restore("the CT configs")
+        except WriteFailed as exc:
+            return False, messages + [str(exc)]
     finally:
         locks.release_all()
     for item in items:

@@ -40,11 +40,7 @@ from ansible.module_utils.pvetune.concerns.lxcgpu import (
 from ansible.module_utils.pvetune.concerns.lxcgpu_pct import CtLocks, ct_status, restart_ct
 from ansible.module_utils.pvetune.concerns.lxcgpu_regen import diff_lines, regenerate
 from ansible.module_utils.pvetune.concerns.nvidia import read_state
-from ansible.module_utils.pvetune.core.changeset import (
-    ChangeError,
-    _atomic_write,
-    _makedirs,
-)
+from ansible.module_utils.pvetune.core.changeset import WriteFailed, _atomic_write, _makedirs
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.runner import CommandUnavailable
 from ansible.module_utils.pvetune.formats.ct_config import CTID, DEVICE_KEYS, parse_ct_config
@@ -480,10 +476,9 @@ def run_fix(fsroot, runner, changes, opts, check_mode, diff):
         except (LxcFixError, FsError) as exc:
             return result, str(exc), []
         try:
-            changes.apply()
-        except (OSError, IOError, FsError, ChangeError) as exc:
-            restored = changes.restore_run()
-            return result, "writing failed: %s; restored %s" % (exc, ", ".join(restored) or "nothing"), []
+            changes.apply_or_restore("the CT configs")
+        except WriteFailed as exc:
+            return result, str(exc), []
     finally:
         if locks is not None:
             locks.release_all()

@@ -83,7 +83,7 @@ def plan_sysctl(fsroot, changes, settings, dropin, runtime=True, persist=True):
 
 def apply_sysctl(fsroot, changes):
     try:
-        changes.apply()
+        changes.apply_or_restore("the sysctl drop-in")
         for rt in changes.runtime:
             with open(fsroot.path(rt["path"]), "w") as handle:
                 handle.write(rt["after"] + "\n")

@@ -69,6 +69,15 @@ class ChangeError(Exception):
     pass
 
 
+class WriteFailed(ChangeError):
+    """apply_or_restore: a write failed and this run's writes were put back (``restored``: their paths)."""
+
+    def __init__(self, what, reason, restored):
+        ChangeError.__init__(self, "writing %s failed: %s; restored: %s"
+                             % (what, reason, ", ".join(restored) or "nothing had been written"))
+        self.restored = restored
+
+
 class ChangeSet:
     """Changes one module run makes, applied together."""
 
@@ -330,6 +339,15 @@ class ChangeSet:
         self.written.append((item["path"], None if item["link_before"] is None else ("link", item["link_before"])))
         entry["written_target"] = item["link"]
         entry["last_run"] = self.run_id
+
+    def apply_or_restore(self, what="the files"):
+        """apply(); when a write fails, put back what this run had written and raise WriteFailed naming ``what``,
+        the reason and the restored paths. Every fix that writes several files uses this, so a failure half-way
+        never leaves a mixed state behind."""
+        try:
+            return self.apply()
+        except (OSError, IOError, FsError, ChangeError) as exc:
+            raise WriteFailed(what, exc, self.restore_run())
 
     def restore_run(self):
         """Undo this ChangeSet's file writes (newest first); returns restored paths."""

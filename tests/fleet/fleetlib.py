@@ -133,3 +133,51 @@ def proc_devices(text):
             if m and section == "char":
                 majors.setdefault(int(m.group(1)), m.group(2))
     return majors
+
+
+# What each CPU vendor needs, written out here from the kernel's documentation (admin-guide/pm/amd-pstate.rst,
+# intel_pstate.rst, drivers/idle/intel_idle.c) rather than taken from pvetune, so the suite checks pvetune's table.
+SCALING_DRIVERS = {"AuthenticAMD": ("amd_pstate_mode", {"active": "amd-pstate-epp", "passive": "amd-pstate",
+                                                         "guided": "amd-pstate"}),
+                   "GenuineIntel": ("intel_pstate_mode", {"active": "intel_pstate", "passive": "intel_cpufreq"})}
+IDLE_ARGS = {"acpi_idle": "processor.max_cstate", "intel_idle": "intel_idle.max_cstate"}
+
+
+def cpu_vendor(fleet):
+    """(vendor_id, whether the CPU reports the hypervisor flag) of the first processor."""
+    info = fleet.run("grep -m2 -E '^(vendor_id|flags)' %s" % fleet.q("/proc/cpuinfo")).stdout
+    vendor = re.search(r"^vendor_id\s*:\s*(\S+)", info, re.M)
+    return (vendor.group(1) if vendor else None), bool(re.search(r"^flags\s*:.*\bhypervisor\b", info, re.M))
+
+
+def expected_driver(fleet, policy):
+    """The scaling driver this host's policies must show (None: no vendor pvetune knows)."""
+    row = SCALING_DRIVERS.get(cpu_vendor(fleet)[0])
+    if row is None:
+        return None
+    return policy["scaling_driver"] or row[1][policy[row[0]]]
+
+
+def required_args(fleet, policy):
+    """cmdline_required as this host must carry it: with cmdline_cpu_args, the CPU's own first (amd_pstate=<mode> on
+    AMD, intel_pstate=<mode> on Intel where intel_pstate is not loaded, none in a VM without cpufreq; the limit of
+    the idle driver in use); a key the policy names keeps the policy's value."""
+    own_list = list(policy["cmdline_required"])
+    if not policy["cmdline_cpu_args"]:
+        return own_list
+    vendor, virtual = cpu_vendor(fleet)
+    if vendor not in SCALING_DRIVERS:
+        return own_list
+    has_cpufreq = bool(fleet.grep_files("/sys/devices/system/cpu/cpufreq/policy*/scaling_driver"))
+    cpu = []
+    if has_cpufreq or not virtual:
+        if vendor == "AuthenticAMD":
+            cpu.append("amd_pstate=%s" % policy["amd_pstate_mode"])
+        elif not fleet.exists("/sys/devices/system/cpu/intel_pstate/status"):
+            cpu.append("intel_pstate=%s" % policy["intel_pstate_mode"])
+    driver = fleet.read("/sys/devices/system/cpu/cpuidle/current_driver", "").strip()
+    if driver in IDLE_ARGS:
+        cpu.append("%s=%d" % (IDLE_ARGS[driver], policy["max_cstate"]))
+    keys = {a.split("=", 1)[0].replace("-", "_") for a in own_list}
+    return [a for a in cpu if a.split("=", 1)[0] not in keys] + own_list
+

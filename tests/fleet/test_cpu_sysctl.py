@@ -2,15 +2,10 @@
 import re
 
 import pytest
-from fleetlib import skipped
+from fleetlib import cpu_vendor, expected_driver, skipped
 
 CPUFREQ = "/sys/devices/system/cpu/cpufreq/policy*/"
 SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d", "/lib/sysctl.d")
-
-
-def amd(fleet):
-    out = fleet.run("grep -m1 '^vendor_id' %s" % fleet.q("/proc/cpuinfo")).stdout
-    return "AuthenticAMD" in out
 
 
 def by_policy(values):
@@ -19,17 +14,22 @@ def by_policy(values):
 
 def test_scaling_driver(fleet, policy):
     skipped(policy, "cpu.scaling_driver")
-    if not amd(fleet):
-        pytest.skip("not an AMD CPU: amd-pstate does not apply")
+    expected = expected_driver(fleet, policy)
+    if expected is None:
+        pytest.skip("not an AMD or Intel CPU: no P-state driver to expect")
     drivers = by_policy(fleet.grep_files(CPUFREQ + "scaling_driver"))
+    if not drivers and cpu_vendor(fleet)[1]:
+        pytest.skip("a virtual machine without a cpufreq driver: the hypervisor sets the frequency")
     assert drivers, "no cpufreq policy (no cpufreq driver loaded)"
-    allowed = [policy["scaling_driver"]] + list(policy["scaling_driver_fallback"])
+    allowed = [expected] + list(policy["scaling_driver_fallback"])
     bad = sorted({d for d in drivers.values() if d not in allowed})
     assert not bad, "cpufreq driver %s on %d policies, expected %s" % (
         bad, sum(1 for d in drivers.values() if d not in allowed), allowed)
-    if fleet.exists("/sys/devices/system/cpu/amd_pstate/status"):
-        status = fleet.read("/sys/devices/system/cpu/amd_pstate/status").strip()
-        assert status == policy["amd_pstate_mode"], "amd_pstate status %s" % status
+    for driver in ("amd_pstate", "intel_pstate"):
+        status_file = "/sys/devices/system/cpu/%s/status" % driver
+        if fleet.exists(status_file):
+            status = fleet.read(status_file).strip()
+            assert status == policy[driver + "_mode"], "%s status %s" % (driver, status)
 
 
 def test_governor(fleet, policy):

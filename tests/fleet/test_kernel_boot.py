@@ -2,7 +2,7 @@
 import re
 
 import pytest
-from fleetlib import skipped
+from fleetlib import required_args, skipped
 
 
 def boot_loader(fleet):
@@ -41,7 +41,7 @@ def test_kernel_series_running(fleet, policy):
 def test_cmdline_effective(fleet, policy):
     skipped(policy, "boot.cmdline")
     args = fleet.read("/proc/cmdline").split()
-    missing = [a for a in policy["cmdline_required"] if a not in args]
+    missing = [a for a in required_args(fleet, policy) if a not in args]
     banned = policy["cmdline_forbidden"]
     forbidden = [a for a in args if a in banned or a.split("=", 1)[0] in banned]
     assert not missing and not forbidden, "/proc/cmdline %r: missing %s, forbidden %s" % (" ".join(args), missing,
@@ -51,7 +51,7 @@ def test_cmdline_effective(fleet, policy):
 def test_cmdline_configured(fleet, policy):
     skipped(policy, "boot.cmdline")
     loader, config = boot_loader(fleet)
-    required = policy["cmdline_required"]
+    required = required_args(fleet, policy)
     if loader == "systemd-boot":
         words = config.split()
         missing = [a for a in required if a not in words]

@@ -221,7 +221,10 @@ def test_host_that_does_not_come_back_stops_the_rollout(hardening_tmp, tree, liv
     run, roots, untouched, report_dir = _three_host_rollout(
         hardening_tmp, tree, first_vars,
         {"pvetune_reboot_ok": True, "pvetune_reboot_timeout": 20, "pvetune_post_reboot_delay": 0,
-         "pvetune_run_id_override": "reboot-1"},
+         "pvetune_run_id_override": "reboot-1",
+         # The whole list: the container shows this machine's CPU (a VM needs no CPU boot args), and the test
+         # needs a change that asks for a reboot whatever that CPU is.
+         "pvetune_policy": {"cmdline_required": ["amd_pstate=active", "processor.max_cstate=1"]}},
         cmdline="--tags cmdline")
     # The reboot really happened: the container went down and stayed down.
     state = _podman("inspect", "-f", "{{.State.Status}}", live_host, check=False).stdout.strip()

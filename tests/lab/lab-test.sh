@@ -221,7 +221,7 @@ check_diff() {
     check_eq "$h check run: failures / unreachable" "$(awk -v h=$h '$1 == h { print $4, $5 }' <<<"$stats")" "0 0"
     # Every fix of the role reports the change it would make (changed, in check mode).
     for t in 'Set kernel.numa_balancing now and persist it in /etc/sysctl.d' \
-        'Set the amd_pstate mode, governor and EPP on every CPU policy' 'Set PCIe MaxReadReq on the NVIDIA functions' \
+        'Set the P-state driver mode, governor and EPP on every CPU policy' 'Set PCIe MaxReadReq on the NVIDIA functions' \
         'Ensure the kernel command line arguments' 'Install and pin the kernel series' \
         'Regenerate the NVIDIA device entries of the GPU containers' \
         'Install the boot-time re-application (library, helper, settings, units)'; do
@@ -345,7 +345,7 @@ fix_run() {
       "$(labtool res fix "$h" "$kt" package) $(labtool res fix "$h" "$kt" series_installed)" \
       "linux-image-amd64 [\"$PIN\", \"${PIN/-amd64/-cloud-amd64}\"]"
     check_eq "$h cpufreq: amd_pstate needs the boot arg (first run: reboot_required)" \
-      "$(labtool res fix "$h" 'pvetune_fix : Set the amd_pstate mode, governor and EPP on every CPU policy' \
+      "$(labtool res fix "$h" 'pvetune_fix : Set the P-state driver mode, governor and EPP on every CPU policy' \
         reboot_required)" true
   done
   # Rolling: nothing happened on vm2 before vm1 had passed its gates and released its lock.
@@ -457,7 +457,7 @@ fix_again() {
       "$(record "$run" "$h" rebooted) $(record "$run" "$h" result)" "false ok"
     # Booted with amd_pstate=active and still acpi-cpufreq (no CPPC): a reboot would not help.
     check_eq "$h cpufreq: no reboot asked for amd_pstate (booted with the arg already)" \
-      "$(labtool res fix-again "$h" 'pvetune_fix : Set the amd_pstate mode, governor and EPP on every CPU policy' \
+      "$(labtool res fix-again "$h" 'pvetune_fix : Set the P-state driver mode, governor and EPP on every CPU policy' \
         reboot_required)" false
     load_kstate after-fix2 "$i"
     check_eq "$h same boot as after the first fix" "${K[boot_id]}" \

@@ -577,3 +577,18 @@ def test_apply_mode_switches_intel_pstate_to_active(tmp_path):
     assert (after["driver"], after["governor"]) == ("intel_pstate", "powersave")
     predicted = predict_after_switch(state, "active")["policies"][0]
     assert (predicted["governor"], predicted["epp"]) == ("powersave", "balance_performance")
+
+
+def test_boot_apply_on_the_intel_host_sets_governor_and_epp_and_leaves_the_amd_mode_alone(tmp_path):
+    """pvetune-boot cpufreq with the fix's configuration (both vendors' modes) on pve-gpu05 after a reboot."""
+    root = scratch(tmp_path, "pve-gpu05")  # as booted: powersave, EPP balance_performance, intel_pstate active
+    config = dict(CONFIG, intel_pstate_mode="active")
+    ok, messages = boot_apply(FsRoot(root), None, config)
+    assert ok, messages
+    assert messages == ["scaling_governor powersave -> performance on policy 0-159",
+                        "energy_performance_preference balance_performance -> performance on policy 0-159"]
+    with open(os.path.join(root, "sys/devices/system/cpu/intel_pstate/status")) as handle:
+        assert handle.read() == "active\n"
+    assert not os.path.exists(os.path.join(root, "sys/devices/system/cpu/amd_pstate"))
+    ok, messages = boot_apply(FsRoot(root), None, config)
+    assert ok and messages == ["governor performance, epp performance already set where offered"]

@@ -62,6 +62,7 @@ def epp_needs(pstate):
     row = PSTATE_BY_DRIVER.get(pstate)
     return row["epp_needs"] if row else EPP_NEEDS
 
+
 # idle driver -> (boot argument that limits it, its module parameter, the cpuidle facts key of that parameter)
 IDLE_LIMITS = {
     "acpi_idle": ("processor.max_cstate", "/sys/module/processor/parameters/max_cstate", "max_cstate_param"),

@@ -1,5 +1,6 @@
-"""Check-mode purity: audit.yml and fix.yml --check over every demo host and every corpus tree
-change not one byte (tree digests; only the stand-ins' .pvetune/calls.log is excluded).
+"""Check-mode purity: audit.yml and fix.yml --check over the AMD demo hosts and every corpus tree (the Intel
+corpus cases start from pve-gpu05) change not one byte (tree digests; only the stand-ins' .pvetune/calls.log is
+excluded). The full-size pve-gpu05's check run is held byte for byte by tests/integration/test_fix_playbook.py.
 
 One inventory holds all trees, and each playbook runs once over all of them (all hosts in one
 batch), so the whole fleet costs two playbook runs.

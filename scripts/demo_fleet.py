@@ -102,6 +102,9 @@ EPYC_FLAGS = (
     "movdiri movdir64b overflow_recov succor smca fsrm avx512_vp2intersect flush_l1d debug_swap"
 )
 
+# What the runtime fixes leave (pve-gpu02, and pve-gpu03/05 where those fixes are done).
+FIXED_RUNTIME = {"numa_balancing": "0", "sysctl_file": "90-pvetune.conf", "mrrs": 4096, "lnksta": [("32GT/s", 16)] * 8}
+
 HOSTS = {
     "pve-gpu01": {
         "state": "before",
@@ -144,10 +147,7 @@ HOSTS = {
         "cmdline": ("initrd=\\EFI\\proxmox\\6.14.8-2-pve\\initrd.img-6.14.8-2-pve root=ZFS=rpool/ROOT/pve-1 "
                     "boot=zfs amd_pstate=active processor.max_cstate=1 iommu=pt"),
         "kernel_cmdline_file": "root=ZFS=rpool/ROOT/pve-1 boot=zfs amd_pstate=active processor.max_cstate=1 iommu=pt\n",
-        "numa_balancing": "0",
-        "sysctl_file": "90-pvetune.conf",
-        "mrrs": 4096,
-        "lnksta": [("32GT/s", 16)] * 8,
+        **FIXED_RUNTIME,
         "uvm_major": 510, "caps_major": 509, "nvlink_major": 508,
         "ct_uvm_major": 510,
         "iommu": "identity",
@@ -170,10 +170,7 @@ HOSTS = {
         "cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.8.12-4-pve root=/dev/mapper/pve-root ro quiet amd_pstate=passive",
         "grub_default_args": "quiet amd_pstate=passive",
         "grub_dropin": "amd_pstate=active processor.max_cstate=1",
-        "numa_balancing": "0",
-        "sysctl_file": "90-pvetune.conf",
-        "mrrs": 4096,
-        "lnksta": [("32GT/s", 16)] * 8,
+        **FIXED_RUNTIME,
         "uvm_major": 511, "caps_major": 510, "nvlink_major": 509,
         "ct_uvm_major": 511,
         "iommu": "DMA-FQ",
@@ -195,10 +192,7 @@ HOSTS = {
         "cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.14.8-2-pve root=/dev/mapper/pve-root ro quiet iommu=pt",
         "grub_default_args": "quiet iommu=pt",
         "grub_dropin": None,
-        "numa_balancing": "0",
-        "sysctl_file": "90-pvetune.conf",
-        "mrrs": 4096,
-        "lnksta": [("32GT/s", 16)] * 8,
+        **FIXED_RUNTIME,
         "uvm_major": 510, "caps_major": 509, "nvlink_major": 508,
         "ct_uvm_major": 510,
         "iommu": "identity",

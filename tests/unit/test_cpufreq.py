@@ -10,7 +10,6 @@ import sys
 
 import pytest
 from ansible.module_utils.pvetune import bootunits
-from ansible.module_utils.pvetune.concerns.cpufreq import AMD_PSTATE_STATUS
 from ansible.module_utils.pvetune.concerns.cpufreq_fix import (
     CpufreqError,
     apply_mode,
@@ -37,6 +36,7 @@ sys.path.insert(0, os.path.join(TOP, "scripts"))
 from scratch_host import make_scratch  # noqa: E402
 
 POLDIR = "sys/devices/system/cpu/cpufreq"
+AMD_PSTATE_STATUS = PSTATE["AuthenticAMD"]["status_file"]
 INJECTIONS = ["performance; reboot", "$(id)", "--foo", "performance\n", "p" * 40, "Performance", "",
               "performance powersave", "../../etc"]
 

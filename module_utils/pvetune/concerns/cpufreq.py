@@ -221,7 +221,6 @@ def read_cpuinfo_identity(fsroot):
 
 
 CPUFREQ_DIR = CPU_DIR + "/cpufreq"
-AMD_PSTATE_STATUS = PSTATE["AuthenticAMD"]["status_file"]
 _POLICY_NAME = re.compile(r"^policy(\d+)$")
 # (key, file) of every policy attribute read; "available_*" are space-separated lists.
 _POLICY_FILES = (

@@ -57,10 +57,10 @@ attributes:
       - When the series still has to be installed, the kernel to pin is only known after the install, so the pin
         is listed in RV(skipped_commands) instead of being planned.
   diff_mode:
-    support: partial
+    support: full
     details:
-      - Diffs of the pin files it plans on pvetune's change set. A package install is not a file diff; it shows
-        in RV(package_installed).
+      - Diffs of the pin files it plans on pvetune's change set, and one before/after entry of the package, the
+        series' kernels, the pin and the next boot's kernel (a package install is not a file diff).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune
@@ -103,6 +103,15 @@ series_installed:
   returned: always
   type: list
   elements: str
+series_installed_before:
+  description: Installed kernel images of the series before the run.
+  returned: always
+  type: list
+  elements: str
+next_boot_before:
+  description: Kernel the next boot used according to the boot configuration before the run, or null.
+  returned: always
+  type: str
 version:
   description: Kernel chosen for the pin; null when none is installed yet (check mode before an install).
   returned: always
@@ -192,7 +201,10 @@ def main():
     except RunFailed as exc:
         module.fail_json(**exc.fail_kwargs())
     if module._diff:
-        result["diff"] = changes.diffs()
+        # The package, pin and next boot as a before/after entry: a check run that would install the series
+        # writes no file yet, and would otherwise show "changed" with nothing to read.
+        summary = kernel_fix.kernel_diff(result, p["series"])
+        result["diff"] = ([summary] if summary else []) + changes.diffs()
     module.exit_json(**result)
 
 

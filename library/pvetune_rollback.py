@@ -102,6 +102,7 @@ skipped_commands:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.pvetune import bootunits
 from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.runner import RunFailed, Runner
@@ -123,6 +124,7 @@ def main():
     try:
         fsroot = FsRoot(p["root"])
         changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=p["run_id"], record=False)
+        bootunits.add_runtime_bundle(changes, removing=True)
         manifest = changes.load_manifest()
     except (ValueError, ChangeError) as exc:
         module.fail_json(msg=str(exc))

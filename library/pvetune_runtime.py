@@ -52,7 +52,10 @@ attributes:
     details: Nothing is written and C(systemctl daemon-reload) does not run; RV(paths) and RV(changes) are the plan.
   diff_mode:
     support: full
-    details: One diff per file it installs or changes (library, helper, settings, units, enable links).
+    details:
+      - One diff per settings file it installs or changes (C(/etc/pvetune/*.json)), and one summary entry for
+        the files this version ships (library, helper, MANIFEST.json, units, enable links); their paths, sizes
+        and sha256 and the versions before and after, not their contents.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune
@@ -148,8 +151,9 @@ def main():
     except (ValueError, IOError, OSError, FsError, ChangeError) as exc:
         module.fail_json(msg=str(exc))
     if drift:
-        module.warn("%s lists files that changed on the host since they were installed; re-installing: %s"
-                    % (bootunits.MANIFEST, ", ".join(drift)))
+        shown = ", ".join(drift[:5]) + (" and %d more" % (len(drift) - 5) if len(drift) > 5 else "")
+        module.warn("%s lists %d file(s) that changed on the host since they were installed (or are missing); "
+                    "re-installing: %s" % (bootunits.MANIFEST, len(drift), shown))
     skipped = []
     units_changed = any(f["path"].startswith(bootunits.UNIT_DIR) for f in changes.files)
     if not module.check_mode:

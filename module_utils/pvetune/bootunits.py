@@ -220,6 +220,36 @@ def parse_manifest(data):
         return {}
 
 
+def installed_version(read):
+    """The tool version the installed MANIFEST.json names, or None (no install, or unreadable)."""
+    try:
+        data = read(MANIFEST)
+        doc = json.loads(data.decode("utf-8")) if data is not None else None
+    except (ValueError, UnicodeDecodeError, FsError):
+        return None
+    version = doc.get("version") if isinstance(doc, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def is_runtime_path(path):
+    """What this version of pvetune ships, the same on every host: the runtime library, its namespace packages,
+    the helper, MANIFEST.json, the units and their enable links (not the settings, which are the host's)."""
+    name = posixpath.basename(path)
+    return (path == HELPER or path.startswith(LIB_DIR + "/")
+            or (posixpath.dirname(path) in (UNIT_DIR, WANTS_DIR) and name.startswith("pvetune-")))
+
+
+def add_runtime_bundle(changes, version=TOOL_VERSION, removing=False):
+    """Show the runtime's files in ``changes``' diffs as one summary (paths, sizes, sha256, versions)
+    instead of thousands of lines of Python: MANIFEST.json on the host lists each file's digest."""
+    old = installed_version(changes.read)
+    changes.add_bundle(
+        "pvetune boot runtime (%s, %s, pvetune-*.service)" % (LIB_DIR, HELPER), is_runtime_path,
+        group=lambda path: LIB_DIR if path.startswith(LIB_DIR + "/") else posixpath.dirname(path),
+        before_note="version %s" % old if old else "not installed",
+        after_note="removed" if removing else "version %s (per-file sha256 in %s)" % (version, MANIFEST))
+
+
 def _sha256_of(read, path):
     """sha256 of a host file, None when it is absent or not a readable file."""
     try:
@@ -248,6 +278,7 @@ def plan_install(changes, subcommands, configs, lib_files=None, enable=True):
     if missing:
         raise ValueError("no configuration for: %s" % ", ".join(missing))
     files = runtime_files(lib_files)
+    add_runtime_bundle(changes)
     paths = []
     for path, data, mode in files:
         paths.append(path)

@@ -90,6 +90,22 @@ def test_1_check_diff_plans_changes_and_writes_nothing(fleet, tmp_path):
     assert any("c 511:* rwm" in line for ct in lxc["cts"] for line in ct.get("lines", []))
     kernel = planned["Install and pin the kernel series"]
     assert kernel["changed"] and kernel["reboot_required"]
+    # Issue 15: a readable plan. The kernel install and pin as a before/after entry; MaxReadReq in bytes; the
+    # runtime as one summary (no Python source); no diff printed twice (the post-reboot regeneration does not
+    # run without a reboot); pvetune's state file as one line.
+    [kdiff] = [d for d in kernel["diff"] if d["after_header"] == "kernel (package, pin, next boot)"]
+    assert "package proxmox-kernel-6.14: not installed" in kdiff["before"]
+    assert "pin: the newest 6.14 kernel, known after the install" in kdiff["after"]
+    assert "pcie:0000:01:00.0 MaxReadReq = 512 bytes (DevCtl 2137)" in mrrs["diff"][0]["before"]
+    assert "pcie:0000:01:00.0 MaxReadReq = 4096 bytes (DevCtl 5137)" in mrrs["diff"][0]["after"]
+    boot = planned["Install the boot-time re-application (library, helper, settings, units)"]
+    [runtime] = [d for d in boot["diff"] if d["after_header"].startswith("pvetune boot runtime")]
+    assert runtime["before"] == "not installed\n" and "create /usr/local/sbin/pvetune-boot (" in runtime["after"]
+    assert not any("def " in d["after"] or "import " in d["after"] for d in boot["diff"])
+    assert sum(len(d["after"].splitlines()) for d in boot["diff"]) < 40
+    assert not run.results("Regenerate the GPU CTs' device entries for the current boot", event="runner_on_ok")
+    [state] = [d for d in lxc["diff"] if d["after_header"] == "/var/lib/pvetune/nvidia-majors.json"]
+    assert state["after"].startswith("current NVIDIA majors: ") and len(state["after"].splitlines()) == 1
     # The Intel host is planned on its own terms: intel_idle's C-state limit, never AMD's arguments (issue 17).
     intel = {e["task"]: e["res"] for e in run.results(host="pve-gpu05")}
     intel_diff = "".join(d.get("after", "") for d in intel["Ensure the kernel command line arguments"]["diff"])
@@ -104,6 +120,7 @@ def test_1_check_diff_plans_changes_and_writes_nothing(fleet, tmp_path):
     record = json.load(open(os.path.join(fleet["base"], "reports-check", os.listdir(
         os.path.join(fleet["base"], "reports-check"))[0], "pve-gpu02.json")))
     assert record["result"] == "ok" and record["check_mode"] is True
+    assert record["record_kind"] == "plan" and "nothing on the host was changed" in record["note"]
     record = json.load(open(os.path.join(fleet["base"], "reports-check", os.listdir(
         os.path.join(fleet["base"], "reports-check"))[0], "pve-gpu01.json")))
     # A check run reboots nothing: the host that needs a reboot stays pending (a tree is never rebooted).

@@ -554,3 +554,47 @@ def test_apply_or_restore_puts_back_what_it_wrote_when_a_later_write_fails(tree)
     with open(real(tree, "/etc/default/grub"), "rb") as handle:
         assert handle.read() == b'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\n'
     assert isinstance(info.value, ChangeError)  # callers that catch ChangeError still do
+
+
+# -- bundles and shown runtime values (issue 15: a readable --diff) ------------------------------------------
+def test_bundled_files_are_one_summary_entry_listed_or_counted(tmp_path):
+    tree = tmp_path / "root"
+    (tree / "opt/lib").mkdir(parents=True)
+    (tree / "opt/lib/old.py").write_bytes(b"old\n")
+    cs = ChangeSet(FsRoot(str(tree)))
+    cs.add_bundle("the runtime", lambda p: p.startswith("/opt/"), before_note="version 1", after_note="version 2")
+    for i in range(7):
+        cs.plan_file("/opt/lib/m%d.py" % i, b"x" * (i + 1))
+    cs.plan_file("/opt/lib/old.py", b"new!\n")
+    cs.plan_file("/opt/helper", b"#!/bin/sh\n")
+    cs.plan_file("/etc/site.json", b"{}\n")
+    diffs = cs.diffs()
+    assert [d["after_header"] for d in diffs] == ["/etc/site.json", "the runtime"]
+    bundle = diffs[1]
+    assert bundle["before"].splitlines() == ["version 1", "/opt/lib/old.py (4 bytes, sha256 %s)"
+                                             % changeset.sha256(b"old\n")[:16]]
+    assert bundle["after"].splitlines() == [
+        "version 2",
+        "create /opt/helper (10 bytes, sha256 %s)" % changeset.sha256(b"#!/bin/sh\n")[:16],
+        "create 7 files under /opt/lib (28 bytes)",
+        "update /opt/lib/old.py (5 bytes, sha256 %s)" % changeset.sha256(b"new!\n")[:16]]
+    # the summary is only what diffs() shows: the plan and the manifest keep every file
+    assert len(cs.summary()["files"]) == 10
+
+
+def test_a_bundle_with_nothing_planned_shows_nothing(tmp_path):
+    cs = ChangeSet(FsRoot(str(tmp_path)))
+    cs.add_bundle("the runtime", lambda p: True)
+    assert cs.diffs() == []
+
+
+def test_runtime_values_can_be_shown_in_the_operators_unit(tmp_path):
+    cs = ChangeSet(FsRoot(str(tmp_path)))
+    cs.plan_runtime("pcie:0000:01:00.0:devctl", "/sys/x", "2137", "5137",
+                    shown=("pcie:0000:01:00.0 MaxReadReq", "512 bytes", "4096 bytes"))
+    cs.plan_runtime("sysctl:kernel.numa_balancing", "/proc/x", "1", "0")
+    [diff] = cs.diffs()
+    assert diff["before"] == "pcie:0000:01:00.0 MaxReadReq = 512 bytes\nsysctl:kernel.numa_balancing = 1\n"
+    assert diff["after"] == "pcie:0000:01:00.0 MaxReadReq = 4096 bytes\nsysctl:kernel.numa_balancing = 0\n"
+    # what rollback restores is the stored value, not the shown one
+    assert cs.summary()["runtime"][0] == {"key": "pcie:0000:01:00.0:devctl", "before": "2137", "after": "5137"}

@@ -182,7 +182,14 @@ def test_gpu01_install_and_pin_with_proxmox_boot_tool(scratch):
     manifest = json.loads(read(root, "var/lib/pvetune/manifest.json"))
     assert set(manifest["files"]) == {"/etc/kernel/proxmox-boot-pin", "/etc/default/grub.d/proxmox-kernel-pin.cfg"}
     assert {d["after_header"] for d in res["diff"]} == {"/etc/kernel/proxmox-boot-pin",
-                                                       "/etc/default/grub.d/proxmox-kernel-pin.cfg"}
+                                                       "/etc/default/grub.d/proxmox-kernel-pin.cfg",
+                                                       "kernel (package, pin, next boot)"}
+    # The package, pin and next boot as a before/after entry (issue 15), first
+    assert res["diff"][0]["before"].splitlines() == [
+        "package proxmox-kernel-6.14: not installed", "6.14 kernels: none", "pin: none", "next boot: 6.8.12-4-pve"]
+    assert res["diff"][0]["after"].splitlines() == [
+        "package proxmox-kernel-6.14: installed by this run", "6.14 kernels: 6.14.8-2-pve", "pin: 6.14.8-2-pve",
+        "next boot: 6.14.8-2-pve"]
 
     after = tree(root)
     again = kernel(root, run_id="k2")
@@ -287,7 +294,9 @@ def test_gpu02_newer_kernel_is_pinned_and_the_esps_refreshed(scratch):
     assert check["changed"] is True and check["pinned_after"] == "6.14.11-1-pve"
     assert [s["command"] for s in check["skipped_commands"]] == ["proxmox-boot-tool kernel pin 6.14.11-1-pve",
                                                                   "proxmox-boot-tool refresh"]
-    assert check["diff"][0]["after"] == "6.14.11-1-pve\n"
+    assert check["diff"][0]["after_header"] == "kernel (package, pin, next boot)"
+    assert "pin: 6.14.11-1-pve" in check["diff"][0]["after"].splitlines()
+    assert check["diff"][1]["after"] == "6.14.11-1-pve\n"
     assert calls(root) == [["proxmox-boot-tool", "kernel", "list"]]  # read-only
     assert tree(root) == before
 

@@ -691,3 +691,12 @@ def test_scratch_tree_is_independent_of_the_demo(tmp_path):
     with open(demo, "rb") as handle:
         assert STALE in handle.read()
     shutil.rmtree(tree)
+
+
+def test_state_file_diff_is_one_line_of_majors_per_side():
+    from ansible.module_utils.pvetune.concerns import lxcgpu_fix
+    state = {"current": {"nvidia": 195, "nvidia-uvm": 509}, "history": [{}], "nvidia_majors": [195, 509]}
+    diff = lxcgpu_fix.state_diff(None, state)
+    assert diff["before"] == "absent\n"
+    assert diff["after"] == ("current NVIDIA majors: nvidia 195, nvidia-uvm 509; 1 history entries; "
+                             "all NVIDIA majors seen: 195, 509\n")

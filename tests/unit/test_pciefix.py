@@ -349,8 +349,9 @@ def test_module_check_mode_writes_nothing_and_runs_nothing(shared_gpu01, forbid_
     assert [(f["bdf"], f["mrrs_before"], f["mrrs_after"], f["result"]) for f in res["functions"]] == [
         (bdf, 512, 4096, "planned") for bdf in GPUS]
     diff = [d for d in res["diff"] if d["before_header"] == "runtime values"][0]
-    assert diff["before"].splitlines() == ["pcie:%s:devctl = 2137" % bdf for bdf in GPUS]
-    assert diff["after"].splitlines() == ["pcie:%s:devctl = 5137" % bdf for bdf in GPUS]
+    # MaxReadReq in bytes, the DevCtl word beside it (issue 15)
+    assert diff["before"].splitlines() == ["pcie:%s MaxReadReq = 512 bytes (DevCtl 2137)" % bdf for bdf in GPUS]
+    assert diff["after"].splitlines() == ["pcie:%s MaxReadReq = 4096 bytes (DevCtl 5137)" % bdf for bdf in GPUS]
     assert snapshot(shared_gpu01) == before
 
 

@@ -180,6 +180,31 @@ class _Flow:
         return result
 
 
+def kernel_diff(result, series):
+    """A before/after diff entry of what a kernel fix changes (package, series kernels, pin, next boot), or
+    None when nothing changes: the files it writes have their own diffs, the package and the boot entry not."""
+    if not result.get("changed"):
+        return None
+    pinned_after = result["pinned_after"] or "none"
+    if result.get("version") is None and result["package_installed"]:
+        pinned_after = "the newest %s kernel, known after the install" % series
+    next_after = result.get("next_boot_kernel") or (
+        "%s (the pinned kernel)" % result["version"] if result.get("version") else "the pinned %s kernel" % series)
+    before = ["package %s: %s" % (result["package"], "installed" if result["series_installed_before"] else
+                                  "not installed"),
+              "%s kernels: %s" % (series, ", ".join(result["series_installed_before"]) or "none"),
+              "pin: %s" % (result["pinned_before"] or "none"),
+              "next boot: %s" % (result["next_boot_before"] or "cannot tell")]
+    after = ["package %s: %s" % (result["package"], "installed by this run" if result["package_installed"] else
+                                 ("installed" if result["series_installed"] else "not installed")),
+             "%s kernels: %s" % (series, ", ".join(result["series_installed"]) or (
+                 "the one %s brings" % result["package"] if result["package_installed"] else "none")),
+             "pin: %s" % pinned_after,
+             "next boot: %s" % next_after]
+    return {"before_header": "kernel (package, pin, next boot)", "after_header": "kernel (package, pin, next boot)",
+            "before": "".join(x + "\n" for x in before), "after": "".join(x + "\n" for x in after)}
+
+
 def run_kernel_fix(fsroot, runner, changes, params, check_mode, warn, package, series, version):
     """pvetune_kernel's flow: install the series when missing, then pin ``version`` (or the newest of it).
 
@@ -195,6 +220,8 @@ def run_kernel_fix(fsroot, runner, changes, params, check_mode, warn, package, s
     flow.result = {
         "running": state["running"], "installed": state["installed"],
         "series_installed": series_kernels(state["images"], series),
+        "series_installed_before": series_kernels(state["images"], series),
+        "next_boot_before": state["next_boot_kernel"],
         "version": None, "package": package, "package_installed": False,
         "pinned_before": state["pinned"], "pinned_after": state["pinned"], "next_boot_kernel": None,
         "loader": {"name": info["loader"], "managed_by_pbt": bool(info.get("managed_by_pbt")),

@@ -150,6 +150,18 @@ def render_state(state):
     return (json.dumps(state, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
+def state_diff(before, after):
+    """The diff entry of the state file: the majors it records and its history length, one line per side
+    (pvetune's own bookkeeping; the whole JSON would be 40 lines per host in every --diff)."""
+    def line(state):
+        if state is None:
+            return "absent\n"
+        majors = ", ".join("%s %s" % (n, m) for n, m in sorted((state.get("current") or {}).items())) or "none"
+        return "current NVIDIA majors: %s; %d history entries; all NVIDIA majors seen: %s\n" % (
+            majors, len(state.get("history") or []), ", ".join(str(m) for m in state.get("nvidia_majors") or []))
+    return {"before_header": STATE_FILE, "after_header": STATE_FILE, "before": line(before), "after": line(after)}
+
+
 def write_state(fsroot, state):
     real = fsroot.path(STATE_FILE)
     _makedirs(os.path.dirname(real))
@@ -501,8 +513,6 @@ def run_fix(fsroot, runner, changes, opts, check_mode, diff):
     if diff:
         result["diff"] = changes.diffs()
         if state_changed:
-            result["diff"].append({"before_header": STATE_FILE, "after_header": STATE_FILE,
-                                   "before": fsroot.read_text(STATE_FILE) if fsroot.exists(STATE_FILE) else "",
-                                   "after": render_state(new_state).decode("utf-8")})
+            result["diff"].append(state_diff(state if fsroot.exists(STATE_FILE) else None, new_state))
     error, warnings = _outcome(items, restart_error, opts["fail_on_refused"], check_mode)
     return result, error, warnings

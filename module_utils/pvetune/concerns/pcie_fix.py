@@ -247,8 +247,11 @@ def _plan_into(fsroot, opts, changes, warnings):
         raise _Failed("MaxReadReq not set: %s" % "; ".join(errors), errors=errors)
     steps = plan(functions, opts["mrrs"])
     for step in steps:
+        shown = ("pcie:%s MaxReadReq" % step["bdf"],
+                 "%s bytes (DevCtl %s)" % (step["mrrs_before"], step["devctl_before"]),
+                 "%s bytes (DevCtl %s)" % (step["mrrs_after"], step["devctl_after"]))
         changes.plan_runtime(runtime_key(step["bdf"]), config_path(step["bdf"]), step["devctl_before"],
-                             step["devctl_after"])
+                             step["devctl_after"], shown=shown)
     if not functions:
         warnings.append("no PCI function matches vendor %s and class prefix %s" % (opts["vendor"],
                                                                                    opts["class_prefix"]))

@@ -30,6 +30,7 @@ import errno
 import hashlib
 import json
 import os
+import posixpath
 import re
 import stat
 
@@ -65,6 +66,56 @@ def _text(data):
     return data.decode("utf-8", "replace")
 
 
+BUNDLE_LIST_MAX = 5  # a bundle lists at most this many files per action, by name; more are counted
+
+
+def _file_action(item):
+    if item["remove"]:
+        return "remove"
+    return "create" if item["before"] is None else "update"
+
+
+def _describe(item, side):
+    if item.get("link") is not None or item.get("remove_link"):
+        target = item["link_before"] if side == "before" else item["link"]
+        return "symlink -> %s" % target
+    data = item[side]
+    return "%d bytes, sha256 %s" % (len(data), sha256(data)[:16])
+
+
+def _shown(rt, side):
+    """(label, value) of a runtime change for diffs()."""
+    if rt.get("shown"):
+        return rt["shown"][0], rt["shown"][1 if side == "before" else 2]
+    return rt["key"], rt[side]
+
+
+def _bundle_diff(bundle, items):
+    """One diff entry for a bundle's planned files: per action and directory, the files with their sizes and
+    digests, or their count when a directory has more than BUNDLE_LIST_MAX of them."""
+    before, after = [bundle["before"]] if bundle["before"] else [], [bundle["after"]] if bundle["after"] else []
+    for action in ("create", "update", "remove"):
+        groups = {}
+        for i in items:
+            if _file_action(i) == action:
+                groups.setdefault(bundle["group"](i["path"]), []).append(i)
+        for top, chosen in sorted(groups.items()):
+            if len(chosen) > BUNDLE_LIST_MAX:
+                sizes = [sum(len(i[side] or b"") for i in chosen) for side in ("before", "after")]
+                if action != "create":
+                    before.append("%d files under %s (%d bytes)" % (len(chosen), top, sizes[0]))
+                if action != "remove":
+                    after.append("%s %d files under %s (%d bytes)" % (action, len(chosen), top, sizes[1]))
+                continue
+            for i in chosen:
+                if i["before"] is not None:
+                    before.append("%s (%s)" % (i["path"], _describe(i, "before")))
+                if i["after"] is not None:
+                    after.append("%s %s (%s)" % (action, i["path"], _describe(i, "after")))
+    return {"before_header": bundle["label"], "after_header": bundle["label"],
+            "before": "".join(line + "\n" for line in before), "after": "".join(line + "\n" for line in after)}
+
+
 class ChangeError(Exception):
     pass
 
@@ -92,6 +143,7 @@ class ChangeSet:
         self.written = []  # (path, before bytes or None) actually written by apply()
         self.created_dirs = []  # real paths of directories apply() created, parents first (restore_run removes them)
         self.removed_modes = {}  # host path -> mode of a file apply() removed (restore_run recreates it so)
+        self.bundles = []  # add_bundle(): files shown as one summary in diffs() instead of their contents
         self.applied = False
 
     # -- planning -----------------------------------------------------------
@@ -153,12 +205,26 @@ class ChangeSet:
         self.files.append({"path": host_path, "before": before, "after": None, "mode": None, "remove": True})
         return True
 
-    def plan_runtime(self, key, host_path, before, after):
-        """Record a runtime (sysfs/procfs/register) change the caller performs itself."""
+    def plan_runtime(self, key, host_path, before, after, shown=None):
+        """Record a runtime (sysfs/procfs/register) change the caller performs itself.
+
+        ``shown``: (label, before text, after text) for diffs() when the stored values are not what an
+        operator reads (a register word whose meaning is a size); the manifest keeps the stored values."""
         if before == after:
             return False
-        self.runtime.append({"key": key, "path": host_path, "before": before, "after": after})
+        entry = {"key": key, "path": host_path, "before": before, "after": after}
+        if shown:
+            entry["shown"] = shown
+        self.runtime.append(entry)
         return True
+
+    def add_bundle(self, label, match, group=posixpath.dirname, before_note="", after_note=""):
+        """Show the planned files for which ``match(host path)`` is true as one summary entry in diffs():
+        their paths, sizes and sha256 instead of their contents (pvetune's own installed code, which an
+        operator reviews by version and digest, not line by line); ``group(path)`` names the directory
+        under which more than BUNDLE_LIST_MAX files are counted instead of listed."""
+        self.bundles.append({"label": label, "match": match, "group": group, "before": before_note,
+                             "after": after_note})
 
     def planned_view(self):
         """A read-only FsRoot-like view in which the planned files already have their new content."""
@@ -169,9 +235,14 @@ class ChangeSet:
         return bool(self.files or self.runtime)
 
     def diffs(self):
-        """Ansible diff entries, one per file and one for all runtime values."""
+        """Ansible diff entries, one per file (or per bundle, see add_bundle) and one for all runtime values."""
         out = []
+        bundled = [[] for bundle in self.bundles]
         for item in self.files:
+            owner = next((i for i, b in enumerate(self.bundles) if b["match"](item["path"])), None)
+            if owner is not None:
+                bundled[owner].append(item)
+                continue
             if item.get("remove_link"):
                 out.append({"before_header": item["path"], "after_header": item["path"] + " (removed)",
                             "before": "symlink -> %s\n" % item["link_before"], "after": ""})
@@ -187,12 +258,13 @@ class ChangeSet:
                 "before": _text(item["before"]),
                 "after": _text(item["after"]),
             })
+        out += [_bundle_diff(b, items) for b, items in zip(self.bundles, bundled) if items]
         if self.runtime:
             out.append({
                 "before_header": "runtime values",
                 "after_header": "runtime values",
-                "before": "".join("%s = %s\n" % (r["key"], r["before"]) for r in self.runtime),
-                "after": "".join("%s = %s\n" % (r["key"], r["after"]) for r in self.runtime),
+                "before": "".join("%s = %s\n" % _shown(r, "before") for r in self.runtime),
+                "after": "".join("%s = %s\n" % _shown(r, "after") for r in self.runtime),
             })
         return out
 

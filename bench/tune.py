@@ -8,7 +8,7 @@ sshd as the main benchmark.  Results: bench/results/tune-<experiment>.json and a
   BENCH_TUNE="callbacks forks" BENCH_TUNE_N=64 BENCH_TUNE_REPEATS=3 bench/run.sh tune
 
 Experiments:
-  callbacks   audit.yml with the project's callbacks (profile_tasks) vs none
+  callbacks   audit.yml with the project's callbacks_enabled (none since the stdout callback pvetune) vs none
   forks       ping and audit with forks 10 / 25 / 64
   report      audit.yml vs the same play without its post_tasks (reports): where the time goes
   poll        ping and audit with internal_poll_interval 0.001 (default) vs 0.01

@@ -41,6 +41,9 @@ for f in "$TOP"/library/*.py; do
   sed -E -e "$rewrite" -e "$docnames" "$f" > "$COLL/plugins/modules/$(basename "$f")"
 done
 for f in "$TOP"/doc_fragments/*.py; do sed "$rewrite" "$f" > "$COLL/plugins/doc_fragments/$(basename "$f")"; done
+# The stdout callback (callback_plugins/) is a plugin with documentation too.
+mkdir -p "$COLL/plugins/callback"
+for f in "$TOP"/callback_plugins/*.py; do sed "$rewrite" "$f" > "$COLL/plugins/callback/$(basename "$f")"; done
 # module_utils/pvetune has sub-packages (core/, formats/, concerns/): copy the whole tree.
 (cd "$TOP/module_utils" && find pvetune -name '*.py') | while read -r rel; do
   mkdir -p "$COLL/plugins/module_utils/$(dirname "$rel")"

@@ -50,7 +50,7 @@ def run_playbook(tmp_path, playbook, inventory=DEMO_INVENTORY, extravars=None, c
            "PATH": os.path.dirname(sys.executable) + ":" + os.environ["PATH"]}
     env.update(envvars or {})
     pdd = tmp_path / "runner"
-    pdd.mkdir(exist_ok=True)
+    pdd.mkdir(parents=True, exist_ok=True)
     result = ansible_runner.run(
         private_data_dir=str(pdd),
         project_dir=TOP,

@@ -1,0 +1,140 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: pvetune_run_check
+short_description: Check what a pvetune playbook run is asked to do, once, before any host is touched
+description:
+  - Fails when the run would do nothing and Ansible would still exit 0; the host pattern matches no host of the
+    inventory, C(--limit) leaves none of its hosts, C(--tags) select nothing the playbook does, or C(--skip-tags)
+    name a tag it does not have (a typo that would skip nothing).
+  - Fails on a run id (C(pvetune_run_id_override)) that cannot name directories.
+  - Checks every selected host's C(pvetune_policy) and reports the invalid ones in one message, grouping the hosts
+    that share an error and naming the inventory variable. It does not fail for them; the playbook decides (the
+    audit reports such a host as one that could not be audited, the fix refuses the run).
+  - Pure computation on the values it is given; reads and writes nothing.
+version_added: "0.3.0"
+author:
+  - pvetune contributors (@pvetune)
+options:
+  playbook:
+    description: The playbook being run; its tags are the ones O(run_tags) and O(skip_tags) may name.
+    type: str
+    required: true
+    choices: [audit, fix, rollback]
+  pattern:
+    description: The host pattern of the playbook's main play (C(pvetune_hosts), default C(gpu_hosts)).
+    type: str
+    required: true
+  pattern_hosts:
+    description: The inventory's hosts that O(pattern) matches, without C(--limit).
+    type: list
+    elements: str
+    required: true
+  play_hosts:
+    description: The hosts C(--limit) leaves (C(ansible_play_hosts_all) of a play over all hosts).
+    type: list
+    elements: str
+    required: true
+  run_tags:
+    description: C(ansible_run_tags).
+    type: list
+    elements: str
+    default: [all]
+  skip_tags:
+    description: C(ansible_skip_tags).
+    type: list
+    elements: str
+    default: []
+  inventory:
+    description: The inventory sources (C(ansible_inventory_sources)), named in the message when nothing matches.
+    type: list
+    elements: str
+    default: []
+  policies:
+    description: Each host's C(pvetune_policy) (a mapping, or JSON text), by host name.
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    support: full
+    details: Reads, writes and runs nothing in any mode.
+  diff_mode:
+    support: none
+    details: Nothing is changed.
+  platform:
+    platforms: posix
+    details: Runs on the controller (C(delegate_to) localhost, C(run_once)).
+notes:
+  - O(run_id) is checked when given (fix and rollback runs); the audit has none.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - pvetune.run_id
+"""
+
+EXAMPLES = r"""
+- name: Check the run before any host is touched
+  pvetune_run_check:
+    playbook: fix
+    pattern: "{{ pvetune_hosts | default('gpu_hosts') }}"
+    pattern_hosts: "{{ query('ansible.builtin.inventory_hostnames', pvetune_hosts | default('gpu_hosts')) }}"
+    play_hosts: "{{ ansible_play_hosts_all }}"
+    run_tags: "{{ ansible_run_tags }}"
+    skip_tags: "{{ ansible_skip_tags }}"
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+hosts:
+  description: The hosts the run acts on.
+  returned: success
+  type: list
+  elements: str
+bad_policy:
+  description: Host name to the error of its C(pvetune_policy), for the hosts whose policy is invalid.
+  returned: success
+  type: dict
+policy_message:
+  description: One message for all invalid policies (empty when there are none).
+  returned: success
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.pvetune.core.runcheck import RunRefused, check_run
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            playbook=dict(type="str", required=True, choices=["audit", "fix", "rollback"]),
+            pattern=dict(type="str", required=True),
+            pattern_hosts=dict(type="list", elements="str", required=True),
+            play_hosts=dict(type="list", elements="str", required=True),
+            run_tags=dict(type="list", elements="str", default=["all"]),
+            skip_tags=dict(type="list", elements="str", default=[]),
+            inventory=dict(type="list", elements="str", default=[]),
+            run_id=dict(type="str"),
+            policies=dict(type="dict", default={}),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        result = check_run(p["playbook"], p["pattern"], p["pattern_hosts"], p["play_hosts"], p["run_tags"],
+                           p["skip_tags"], inventory=p["inventory"], run_id=p["run_id"], policies=p["policies"])
+    except RunRefused as exc:
+        module.fail_json(msg="pvetune refuses this run: %s" % exc)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""What a new operator hit (issue 15): exit codes of runs that do nothing, failures charged to the right host,
+reports written whatever happens, a policy error said once, a short --check --diff."""
+import json
+import os
+import subprocess
+import sys
+
+from conftest import DEMO_SNAPSHOTS, TOP, run_playbook
+
+LOCAL = ("          ansible_connection: local\n"
+         "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n")
+
+
+def inventory(tmp_path, hosts, group="gpu_hosts"):
+    """An inventory of local hosts {name: root} in ``group``."""
+    text = "all:\n  children:\n    %s:\n      hosts:\n" % group
+    for name, root in hosts.items():
+        text += "        %s:\n%s          pvetune_root: %s\n" % (name, LOCAL, root)
+    path = tmp_path / "inv.yml"
+    path.write_text(text)
+    return str(path)
+
+
+def failed_msgs(run):
+    return [e["res"].get("msg", "") for e in run.results(event="runner_on_failed")]
+
+
+def demo(host):
+    return os.path.join(DEMO_SNAPSHOTS, host)
+
+
+def test_an_inventory_without_gpu_hosts_exits_non_zero_saying_why(tmp_path):
+    inv = inventory(tmp_path, {"pve-gpu02": demo("pve-gpu02")}, group="others")
+    for playbook in ("audit.yml", "fix.yml", "rollback.yml"):
+        run = run_playbook(tmp_path / playbook, playbook, inventory=inv,
+                           extravars={"pvetune_report_dir": str(tmp_path / "r"), "ansible_become": False})
+        assert run.rc != 0, playbook
+        assert any("'gpu_hosts' matches no host of inventory" in m for m in failed_msgs(run)), playbook
+
+
+def test_a_limit_outside_the_pattern_exits_non_zero(tmp_path):
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    other:\n%s  children:\n    gpu_hosts:\n      hosts:\n        pve-gpu02:\n%s"
+                   "          pvetune_root: %s\n" % (LOCAL.replace("          ", "      "), LOCAL, demo("pve-gpu02")))
+    run = run_playbook(tmp_path, "audit.yml", inventory=str(inv), limit="other",
+                       extravars={"pvetune_report_dir": str(tmp_path / "r"), "ansible_become": False})
+    assert run.rc != 0
+    assert any("--limit leaves none of the 1 host(s) of 'gpu_hosts'" in m for m in failed_msgs(run))
+
+
+def test_tags_that_select_nothing_exit_non_zero_and_touch_no_host(tmp_path):
+    cases = [("fix.yml", "--check --tags kernal", "--tags kernal selects nothing fix.yml does"),
+             ("fix.yml", "--check --skip-tags kernal", "--skip-tags kernal names nothing fix.yml does"),
+             ("audit.yml", "--tags cpu", "--tags cpu selects nothing audit.yml does")]
+    for i, (playbook, cmdline, message) in enumerate(cases):
+        run = run_playbook(tmp_path / str(i), playbook, cmdline=cmdline,
+                           extravars={"pvetune_report_dir": str(tmp_path / ("r%d" % i))})
+        assert run.rc != 0, cmdline
+        assert any(message in m for m in failed_msgs(run)), (cmdline, failed_msgs(run))
+        # refused in the first play (any_errors_fatal), before the play that acts on the hosts started
+        plays = [e["event_data"]["play"] for e in run.events if e.get("event") == "playbook_on_play_start"]
+        assert plays == ["Check the run before any host is touched"], plays
+
+
+def test_a_failing_host_charges_no_other(tmp_path):
+    """One unreachable and one unreadable host: exactly they fail; the host that passed shows failed=0."""
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  children:\n    gpu_hosts:\n      hosts:\n"
+                   "        good:\n%s          pvetune_root: %s\n"
+                   "        missing-root:\n%s          pvetune_root: /nonexistent/pvetune\n"
+                   "        down:\n          ansible_host: 127.0.0.1\n          ansible_port: 9\n"
+                   "          ansible_user: nobody\n" % (LOCAL, demo("pve-gpu02"), LOCAL))
+    run = run_playbook(tmp_path, "audit.yml", inventory=str(inv),
+                       extravars={"pvetune_report_dir": str(tmp_path / "r"), "ansible_become": False})
+    assert run.rc != 0
+    failures = run.stats()["failures"]
+    assert failures.get("good", 0) == 0 and failures.get("missing-root") and failures.get("down"), failures
+    msgs = failed_msgs(run)
+    assert any("down could not be audited" in m for m in msgs), msgs
+    assert not any("good" in m and "could not be audited" in m for m in msgs)
+
+
+def test_when_every_host_errors_the_report_is_still_written(tmp_path):
+    inv = inventory(tmp_path, {"a": "/nonexistent/a", "b": "/nonexistent/b"})
+    run = run_playbook(tmp_path, "audit.yml", inventory=inv,
+                       extravars={"pvetune_report_dir": str(tmp_path / "r"), "ansible_become": False})
+    assert run.rc != 0
+    latest = tmp_path / "r" / "latest"
+    for name in ("audit.json", "audit.html", "junit.xml", "summary.txt"):
+        assert (latest / name).is_file(), name
+    doc = json.loads((latest / "audit.json").read_text())
+    assert {h["host"] for h in doc["hosts"]} == {"a", "b"}
+    assert all(h["error"] for h in doc["hosts"])
+    assert set(run.stats()["failures"]) == {"a", "b"}
+    assert not any("fail checks of severity" in m for m in failed_msgs(run))
+
+
+def test_a_bad_policy_is_said_once_by_its_variable_name(tmp_path):
+    hosts = {"pve-gpu02": demo("pve-gpu02"), "pve-gpu03": demo("pve-gpu03")}
+    inv = inventory(tmp_path, hosts)
+    bad = {"pvetune_policy": {"pcie_mrrs": 3000}, "pvetune_report_dir": str(tmp_path / "r"), "ansible_become": False}
+    audit = run_playbook(tmp_path / "audit", "audit.yml", inventory=inv, extravars=bad)
+    assert audit.rc != 0
+    # in the task results (the fleet summary table, a report, names each host's reason in its row)
+    said = [json.dumps(e["event_data"]["res"]) for e in audit.events
+            if e.get("event") in ("runner_on_ok", "runner_on_failed") and e["event_data"].get("task") != "Fleet summary"
+            and "pvetune_policy.pcie_mrrs" in json.dumps(e["event_data"].get("res", {}).get("msg", ""))]
+    assert len(said) == 1, said
+    assert "hosts pve-gpu02, pve-gpu03" in said[0] and "argument 'policy'" not in said[0]
+    # the hosts are reported as not audited, with the reason
+    doc = json.loads((tmp_path / "r" / "latest" / "audit.json").read_text())
+    assert all("pvetune_policy.pcie_mrrs" in h["error"] for h in doc["hosts"])
+    fix = run_playbook(tmp_path / "fix", "fix.yml", inventory=inv, cmdline="--check", extravars=bad)
+    assert fix.rc != 0
+    msgs = failed_msgs(fix)
+    assert len(msgs) == 1 and "pvetune refuses this run: pvetune_policy.pcie_mrrs" in msgs[0], msgs
+    assert not fix.results("Check every input of this run before anything is changed")
+
+
+def test_check_diff_on_the_demo_fleet_is_short_and_shows_every_change(tmp_path):
+    """The operator's view: the terminal output of `ansible-playbook fix.yml --check --diff` on the demo."""
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(TOP, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PATH=os.path.dirname(sys.executable) + ":" + os.environ["PATH"])
+    proc = subprocess.run(["ansible-playbook", "fix.yml", "--check", "--diff",
+                           "-e", "pvetune_report_dir=%s" % (tmp_path / "r")],
+                          cwd=TOP, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) < 400, len(lines)
+    text = proc.stdout
+    for expected in ("+kernel.numa_balancing = 0", "+pcie:0000:01:00.0 MaxReadReq = 4096 bytes (DevCtl 5137)",
+                     "amd_pstate=active processor.max_cstate=1", "intel_idle.max_cstate=1",
+                     "+pin: the newest 6.14 kernel, known after the install", "+pin: 6.14.8-2-pve",
+                     "+lxc.cgroup2.devices.allow: c 509:* rwm", "+create /usr/local/sbin/pvetune-boot",
+                     "+amd_pstate:status = active", "energy_performance_preference = performance"):
+        assert expected in text, expected
+    assert "def main" not in text and text.count("--- before: /etc/pve/nodes/pve-gpu01/lxc/101.conf") == 1

@@ -17,6 +17,7 @@ __metaclass__ = type
 import os
 
 import ansible.module_utils
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 _MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
@@ -33,6 +34,7 @@ ARGS = {
     "fail_on": str,
     "run": dict,
     "timestamp": str,
+    "junit_warn_as_failure": bool,
 }
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 
@@ -47,7 +49,13 @@ class ActionModule(ActionBase):
         unknown = sorted(set(args) - set(ARGS))
         if unknown:
             return dict(result, failed=True, msg="unsupported parameters: %s" % ", ".join(unknown))
+        args = dict(args)
         for key, kind in ARGS.items():
+            if kind is bool and key in args and args[key] is not None:
+                try:  # as the module's type=bool takes it: true/false, yes/no, on/off, 1/0
+                    args[key] = boolean(args[key], strict=True)
+                except TypeError as exc:
+                    return dict(result, failed=True, msg="%s must be a bool: %s" % (key, exc))
             if key in args and args[key] is not None and not isinstance(args[key], kind):
                 return dict(result, failed=True, msg="%s must be a %s" % (key, kind.__name__))
         if not args.get("hosts") or not args.get("dest"):
@@ -58,7 +66,8 @@ class ActionModule(ActionBase):
         try:
             out = report.write_reports([str(h) for h in args["hosts"]], args.get("audits") or {},
                                        os.path.expanduser(str(args["dest"])), fail_on, args.get("run") or {},
-                                       args.get("timestamp"), bool(self._task.check_mode))
+                                       args.get("timestamp"), bool(self._task.check_mode),
+                                       junit_warn_as_failure=bool(args.get("junit_warn_as_failure")))
         except (ValueError, OSError, IOError) as exc:
             return dict(result, failed=True, msg=str(exc))
         result.update(out)

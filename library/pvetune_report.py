@@ -15,6 +15,8 @@ description:
   - Takes the per-host results of the pvetune_facts module and writes C(audit.json) (schema_version 1),
     a self-contained C(audit.html), C(junit.xml) (one testcase per host and check) and C(summary.txt) into
     C(<dest>/<timestamp>/), then points C(<dest>/latest) at that directory.
+  - A host that could not be audited (unreachable, or pvetune_facts failed) is reported as such, apart from the
+    hosts that fail checks; both fail the run (RV(fleet_failed)).
   - "Runs on the controller (C(delegate_to: localhost)); it writes reports, never host state."
   - In check mode nothing is written; the rendered summary is still returned.
 version_added: "0.1.0"
@@ -48,12 +50,21 @@ options:
   run:
     description:
       - Free-form facts about the run recorded in the JSON (playbook, inventory, user).
+      - C(inventory), the list of inventory sources (C(ansible_inventory_sources)), goes into the fix command the
+        reports show for each check to fix (one C(-i) per source, as given; none when the list is empty).
     type: dict
     default: {}
   timestamp:
     description:
       - Name of the run directory, C(YYYYMMDDTHHMMSSZ). Defaults to the current UTC time.
     type: str
+  junit_warn_as_failure:
+    description:
+      - Report a C(warn) result in C(junit.xml) as a C(<failure type="warn">) instead of a passing testcase (every
+        testcase carries its status and severity as C(pvetune.status) and C(pvetune.severity) properties either way).
+      - Only junit.xml changes; a warn never fails the run.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: partial
@@ -102,12 +113,33 @@ summary_text:
   returned: always
   type: str
 failed_hosts:
-  description: Hosts with a failed or errored check at or above I(fail_on), or unreachable hosts.
+  description: Audited hosts with a failed or errored check at or above I(fail_on) (not those in RV(unaudited_hosts)).
   returned: always
   type: list
   elements: str
+hosts_failing:
+  description: The failing check ids (at or above I(fail_on)) of each host in RV(failed_hosts).
+  returned: always
+  type: dict
+  sample: {"pve-gpu01": ["pcie.mrrs", "lxc.gpu_devices"]}
+unaudited_hosts:
+  description: Hosts that could not be audited (unreachable, or the audit module failed), sorted.
+  returned: always
+  type: list
+  elements: str
+unaudited:
+  description: Why each host of RV(unaudited_hosts) could not be audited, C(unreachable (...)) or the module's message.
+  returned: always
+  type: dict
+  sample: {"pve-gpu04": "unreachable (Failed to connect to the host via ssh)"}
+host_verdicts:
+  description: Every host's verdict, C(pass), C(fail) (in RV(failed_hosts)) or C(unaudited) (in RV(unaudited_hosts)).
+  returned: always
+  type: dict
+  sample: {"pve-gpu01": "fail", "pve-gpu02": "pass", "pve-gpu04": "unaudited"}
 fleet_failed:
-  description: Whether any host failed (the playbook decides the exit status from this).
+  description: Whether RV(failed_hosts) or RV(unaudited_hosts) is not empty (the playbook decides the exit status
+    from this).
   returned: always
   type: bool
 """
@@ -125,6 +157,7 @@ ARGUMENT_SPEC = dict(
     fail_on=dict(type="str", default="high", choices=["critical", "high", "medium", "low", "info"]),
     run=dict(type="dict", default={}),
     timestamp=dict(type="str"),
+    junit_warn_as_failure=dict(type="bool", default=False),
 )
 
 
@@ -133,7 +166,7 @@ def main():
     p = module.params
     try:
         result = report.write_reports(p["hosts"], p["audits"], p["dest"], p["fail_on"], p["run"], p["timestamp"],
-                                      module.check_mode)
+                                      module.check_mode, junit_warn_as_failure=p["junit_warn_as_failure"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)

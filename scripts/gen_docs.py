@@ -27,6 +27,7 @@ from ansible.module_utils.pvetune.core.catalogue import (  # noqa: E402
     CATALOGUE,
     SEVERITIES,
     STATUSES,
+    fix_tags,
     policy_context,
 )
 from ansible.module_utils.pvetune.core.policy import DEFAULT_POLICY, MRRS_SIZES, merge_policy  # noqa: E402
@@ -158,6 +159,19 @@ def _template_keys(entry):
     return keys
 
 
+def _fix_command(entry):
+    """The fix command line the reports show for a check (report_document.fix_command), with placeholders."""
+    tags = fix_tags(entry["id"])
+    if not tags:
+        return None
+    line = "`ansible-playbook -i <inventory> fix.yml -l <host> --tags %s" % ",".join(tags)
+    if entry["reboot"] == "yes":
+        return line + " -e pvetune_reboot_ok=true`"
+    if entry["reboot"] != "no":
+        return line + "`, with `-e pvetune_reboot_ok=true` %s" % entry["reboot"]
+    return line + "`"
+
+
 def render():
     unknown = sorted(set(POLICY_DOCS) - set(DEFAULT_POLICY))
     missing = sorted(set(DEFAULT_POLICY) - set(POLICY_DOCS))
@@ -208,8 +222,11 @@ def render():
         "(default `high`) is `fail` or `error`, or when it cannot be audited." % ", ".join(
             "`%s`" % s for s in SEVERITIES),
         "",
-        "The fix tag is the `fix.yml` tag that changes the setting (`ansible-playbook fix.yml --tags <tag>`); "
-        "`-` means pvetune reports but does not fix it. Reboot says whether the fix needs one.",
+        "The fix tag is the `fix.yml` tag that changes the setting; `-` means pvetune reports but does not fix it. "
+        "Reboot says whether the fix needs one. For every check to fix on a host, the reports (audit.json "
+        "`fix_command`, audit.html, the terminal summary) show the whole command: one `-i` per inventory source of "
+        "the audit, `-l <host>`, the check's fix tags and, when the fix needs a reboot, `-e pvetune_reboot_ok=true` "
+        "(the fix reboots the host only then). The check details below show it with placeholders.",
         "",
         "Statuses:",
         "",
@@ -225,6 +242,10 @@ def render():
             "- severity: `%s`" % entry["severity"],
             "- fix tag: %s" % ("`%s`" % entry["fix_tag"] if entry["fix_tag"] else "none (reported only)"),
             "- reboot: %s" % entry["reboot"],
+        ]
+        if _fix_command(entry):
+            out.append("- fix command: %s" % _fix_command(entry))
+        out += [
             "- expected: %s" % fill(entry["expected"]),
             "",
             "Why it matters: %s" % entry["rationale"],

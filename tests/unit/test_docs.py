@@ -80,6 +80,19 @@ CHECKS = [  # id, severity, fix tag ("-": not fixed), reboot
     ("nvidia.driver", "medium", "-", "no"),
     ("iommu.mode", "info", "-", "yes"),
 ]
+# The fix command each fixable check's details show (the reports fill in the inventory and the host).
+FIX_COMMANDS = {
+    "cpu.scaling_driver": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags cpu,cmdline`, with "
+                          "`-e pvetune_reboot_ok=true` when the P-state driver is not loaded",
+    "cpu.governor": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags cpu`",
+    "cpu.epp": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags cpu`",
+    "cpu.cstates": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags cmdline,cpu -e pvetune_reboot_ok=true`",
+    "kernel.numa_balancing": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags sysctl`",
+    "pcie.mrrs": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags pcie`",
+    "kernel.version": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags kernel -e pvetune_reboot_ok=true`",
+    "boot.cmdline": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags cmdline -e pvetune_reboot_ok=true`",
+    "lxc.gpu_devices": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags lxc`",
+}
 POLICY_DEFAULTS = {  # key: (default as the table shows it, the checks it is used in)
     "amd_pstate_mode": ('"active"', "`cpu.scaling_driver`"),
     "cmdline_forbidden": ("[]", "`boot.cmdline`"),
@@ -156,9 +169,13 @@ def test_check_details_say_the_same(text):
         assert ("- fix tag: `%s`\n" % tag if tag != "-" else "- fix tag: none (reported only)\n") in body
         assert "- reboot: %s\n" % reboot in body
         assert "Why it matters: " in body and "Remediation: " in body
+        remediation = body.split("Remediation: ", 1)[1]
+        assert "ansible-playbook" not in remediation  # the command is the report's, per host and inventory
         if tag != "-":
-            assert "fix.yml --tags " in body  # the remediation names the tag that fixes it
-            assert tag in body.split("fix.yml --tags ", 1)[1].split()[0].split(",")
+            assert "- fix command: %s\n" % FIX_COMMANDS[cid] in body
+            assert tag in FIX_COMMANDS[cid].split("--tags ", 1)[1].split()[0].strip("`,").split(",")
+        else:
+            assert "- fix command: " not in body and cid not in FIX_COMMANDS
 
 
 def test_rendered_texts_with_the_default_policy(text):
@@ -170,7 +187,7 @@ def test_rendered_texts_with_the_default_policy(text):
         assert "\n**%s**\n" % title in body and "- expected: %s\n" % expected in body
     assert ("Remediation: Masked write of Device Control bits 14:12: setpci -s <BDF> CAP_EXP+8.w=5000:7000 (never "
             "unmasked: bit 15 resets the function). Not persistent: pvetune installs pvetune-pcie-mrrs.service, "
-            "ordered before pve-guests.service. ansible-playbook fix.yml --tags pcie\n") in section(text, "pcie.mrrs")
+            "ordered before pve-guests.service.\n") in section(text, "pcie.mrrs")
 
 
 def test_every_catalogue_check_is_documented(text):

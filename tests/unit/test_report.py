@@ -3,62 +3,30 @@ junit.xml, audit.html and the terminal table.
 
 The documents are built from real evaluations: the three demo hosts (gather + evaluate with the
 demo policy), every hand-built scenario of test_checks.py, and unreachable host entries.
+The report's newer behaviour has its own files: test_report_outcome.py (hosts that could not be audited,
+verdicts, the action plugin), test_report_fix_command.py, test_report_junit.py, test_report_html.py.
 """
-import html.parser
 import json
-import os
 import xml.etree.ElementTree as ET
 
 import jsonschema
 import pytest
-import yaml
 from ansible.module_utils.pvetune import report
-from ansible.module_utils.pvetune.audit import evaluate, gather
+from ansible.module_utils.pvetune.audit import evaluate
 from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
-from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import merge_policy
-
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCHEMA_PATH = os.path.join(TOP, "docs", "audit-report.schema.json")
-DEMO = os.path.join(TOP, "demo", "snapshots")
-HOSTS = ("pve-gpu01", "pve-gpu02", "pve-gpu03")
-STATUSES = ("pass", "fail", "warn", "pending", "skip", "error")
+from reportutil import MODULE_FAILED, STATUSES, UNREACHABLE, document, load_schema, parse_html, validate
+from reportutil import demo_entries as _demo_entries
 
 
 @pytest.fixture(scope="module")
 def schema():
-    with open(SCHEMA_PATH) as handle:
-        data = json.load(handle)
-    jsonschema.Draft202012Validator.check_schema(data)
-    return data
-
-
-def validate(doc, schema):
-    jsonschema.Draft202012Validator(schema).validate(doc)
+    return load_schema()
 
 
 @pytest.fixture(scope="module")
 def demo_entries():
-    with open(os.path.join(TOP, "inventory", "demo", "group_vars", "gpu_hosts.yml")) as handle:
-        policy = merge_policy(yaml.safe_load(handle)["pvetune_policy"])
-    entries = []
-    for host in HOSTS:
-        fs = FsRoot(os.path.join(DEMO, host))
-        entries.append({"host": host, "root": fs.root, "checks": evaluate(gather(fs, None, policy), policy),
-                        "error": None, "unreachable": False})
-    return entries
-
-
-UNREACHABLE = {"host": "pve-gpu04", "root": "/", "checks": [], "unreachable": True,
-               "error": "Failed to connect to the host via ssh: <script>alert(1)</script>"}
-MODULE_FAILED = {"host": "pve-gpu05", "root": "/", "checks": [], "unreachable": False,
-                 "error": "pvetune_policy.pcie_mrrs: must be one of (128, 256, 512, 1024, 2048, 4096)"}
-
-
-def document(entries, fail_on="high"):
-    return report.build_document(entries, fail_on=fail_on, generated_at="2026-11-29T20:06:52Z",
-                                 run={"playbook": "audit.yml", "hosts_pattern": "gpu_hosts",
-                                      "inventory": ["/work/main/inventory/demo"]})
+    return _demo_entries()
 
 
 # -- audit.json ----------------------------------------------------------------------------------------
@@ -76,13 +44,18 @@ def test_demo_document_validates(schema, demo_entries):
 
 
 def test_every_result_field_is_in_the_schema(schema, demo_entries):
+    """A result as pvetune_facts returns it has every check field but the report's own fix_command; the
+    document's checks have all of them."""
     check_props = set(schema["$defs"]["check"]["properties"])
     item_props = set(schema["$defs"]["item"]["properties"])
     for entry in demo_entries:
         for res in entry["checks"]:
-            assert set(res) == check_props
+            assert set(res) == check_props - {"fix_command"}
             for item in res["items"]:
                 assert set(item) == item_props
+    for host in document(demo_entries)["hosts"]:
+        for res in host["checks"]:
+            assert set(res) == check_props
 
 
 def test_every_scenario_result_validates(schema):
@@ -128,12 +101,15 @@ def test_schema_rejects_malformed_documents(schema, demo_entries, breakage):
 def test_document_summary(demo_entries):
     doc = document(demo_entries + [UNREACHABLE])
     assert [h["host"] for h in doc["hosts"]] == ["pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu04"]
-    assert doc["summary"]["failed_hosts"] == ["pve-gpu01", "pve-gpu04"]
+    assert doc["summary"]["failed_hosts"] == ["pve-gpu01"]  # failing checks; pve-gpu04 could not be audited
+    assert doc["summary"]["unaudited_hosts"] == ["pve-gpu04"]
+    assert doc["summary"]["unaudited"] == {"pve-gpu04": "unreachable (%s)" % UNREACHABLE["error"]}
     assert doc["summary"]["reboot_required"] == ["pve-gpu01", "pve-gpu03"]
     assert doc["summary"]["hosts"] == 4
     assert sum(doc["summary"]["counts"].values()) == 3 * len(CATALOGUE)
+    assert [h["summary"]["verdict"] for h in doc["hosts"]] == ["fail", "pass", "pass", "unaudited"]
     gpu04 = doc["hosts"][3]
-    assert gpu04["reachable"] is False and gpu04["summary"]["failed"] is True
+    assert gpu04["reachable"] is False and gpu04["summary"]["failed"] is True  # it still fails the run
     assert gpu04["summary"]["counts"] == dict.fromkeys(report.STATUS_ORDER, 0)
     gpu03 = doc["hosts"][2]
     assert gpu03["summary"]["failed"] is False
@@ -149,12 +125,13 @@ def test_fail_on_threshold_changes_failing(demo_entries):
     assert critical == ["lxc.gpu_devices"]
 
 
-def test_module_failure_counts_as_failed_but_reachable(demo_entries):
+def test_module_failure_is_unaudited_but_reachable(demo_entries):
     doc = document([MODULE_FAILED])
     host = doc["hosts"][0]
     assert host["reachable"] is True
-    assert host["summary"]["failed"] is True
-    assert doc["summary"]["failed_hosts"] == ["pve-gpu05"]
+    assert host["summary"]["failed"] is True and host["summary"]["verdict"] == "unaudited"
+    assert doc["summary"]["failed_hosts"] == []
+    assert doc["summary"]["unaudited"] == {"pve-gpu05": MODULE_FAILED["error"]}
 
 
 # -- junit.xml --------------------------------------------------------------------------------------------
@@ -172,7 +149,7 @@ def test_junit_one_testcase_per_host_and_check(demo_entries):
             assert [c.get("name") for c in cases] == [r["id"] for r in host["checks"]]
             assert {c.get("classname") for c in cases} == {host["host"]}
         else:
-            assert [c.get("name") for c in cases] == ["reachable"]
+            assert [c.get("name") for c in cases] == ["audit"]
             statuses = ["error"]
         want = {"tests": len(statuses), "failures": statuses.count("fail"), "errors": statuses.count("error"),
                 "skipped": statuses.count("skip") + statuses.count("pending")}
@@ -200,8 +177,9 @@ def test_junit_failure_carries_message_and_details(demo_entries):
 
 def test_junit_unreachable_host_is_one_error(demo_entries):
     root = ET.fromstring(report.render_junit(document([UNREACHABLE])).encode("utf-8"))
-    err = root.find("testsuite/testcase[@name='reachable']/error")
-    assert err.get("message") == UNREACHABLE["error"]
+    err = root.find("testsuite/testcase[@name='audit']/error")
+    assert err.get("message") == "could not be audited: unreachable (%s)" % UNREACHABLE["error"]
+    assert err.get("type") == "unaudited"
     assert root.get("errors") == "1" and root.get("tests") == "1"
 
 
@@ -219,47 +197,18 @@ def test_junit_survives_control_characters_and_markup():
 
 
 # -- audit.html -----------------------------------------------------------------------------------------------
-class _Collector(html.parser.HTMLParser):
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.tags = []
-        self.text = []
-        self.ids = []
-        self.stack = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-        attrs = dict(attrs)
-        if "id" in attrs:
-            self.ids.append(attrs["id"])
-        if tag not in ("meta", "br", "img", "link", "input"):
-            self.stack.append(tag)
-
-    def handle_endtag(self, tag):
-        assert self.stack and self.stack[-1] == tag, (tag, self.stack[-5:])
-        self.stack.pop()
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-
-def parse_html(text):
-    parser = _Collector()
-    parser.feed(text)
-    parser.close()
-    assert parser.stack == [], parser.stack  # every element closed, properly nested
-    return parser
-
-
 def test_html_parses_and_covers_every_host_and_check(demo_entries):
     doc = document(demo_entries + [UNREACHABLE])
     page = parse_html(report.render_html(doc))
-    assert page.ids == ["host-pve-gpu01", "host-pve-gpu02", "host-pve-gpu03", "host-pve-gpu04"]
+    assert [i for i in page.ids if i.startswith("host-")] == [
+        "host-pve-gpu01", "host-pve-gpu02", "host-pve-gpu03", "host-pve-gpu04"]
     text = "".join(page.text)
     for entry in demo_entries:
         for res in entry["checks"]:
             assert res["id"] in text
-    assert page.tags.count("details") == 3 * len(CATALOGUE)
+    checks = [attrs for tag, attrs, _ in page.elements if tag == "details" and attrs.get("id", "").startswith("check-")]
+    assert len(checks) == 3 * len(CATALOGUE)
+    assert page.tags.count("details") == 3 * len(CATALOGUE) + 3  # and one effective policy per audited host
     assert "script" not in page.tags
     assert UNREACHABLE["error"] in text  # shown as text, escaped
 
@@ -286,7 +235,9 @@ def test_html_host_name_is_escaped_in_ids_and_links():
     out = report.render_html(document([entry]))
     page = parse_html(out)
     assert "script" not in page.tags
-    assert page.ids == ['host-x"><script>alert(1)</script>']
+    assert page.ids == ["host-x:22:3e:3cscript:3ealert:281:29:3c:2fscript:3e"]  # id characters only
+    assert page.hrefs == ["#" + page.ids[0]]
+    assert 'x"><script>alert(1)</script>' in "".join(page.text)  # the name itself shown as text
 
 
 # -- terminal table --------------------------------------------------------------------------------------------
@@ -300,16 +251,20 @@ def test_text_lists_failing_hosts(demo_entries):
     assert row.split()[1:7] == ["3", "7", "1", "0", "1", "0"]
     row2 = next(line for line in lines if line.startswith("pve-gpu02 "))
     assert row2.split()[1:8] == ["12", "0", "0", "0", "0", "0", "-"]
-    assert any(line.startswith("pve-gpu04 ") and "UNREACHABLE/ERROR: Failed to connect" in line for line in lines)
-    assert lines[-1] == "4 hosts, 2 failing: pve-gpu01, pve-gpu04"
+    row4 = next(line for line in lines if line.startswith("pve-gpu04 "))
+    assert row4.split()[1:7] == ["-"] * 6
+    assert row4.split(None, 7)[7] == "could not be audited: unreachable (%s)" % UNREACHABLE["error"]
+    assert lines[-1] == "4 hosts, 1 failing: pve-gpu01; 1 could not be audited: pve-gpu04"
 
 
 def test_text_details_list_non_passing_checks_worst_first(demo_entries):
     text = report.render_text(document(demo_entries))
     block = text.split("\npve-gpu03:\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert all(line.startswith("  PENDING ") for line in block)
-    assert any("boot.cmdline" in line and line.endswith("[reboot]") for line in block)
-    gpu01 = text.split("\npve-gpu01:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    results = [line for line in block if not line.startswith("          fix: ")]
+    assert all(line.startswith("  PENDING ") for line in results)
+    assert any("boot.cmdline" in line and line.endswith("[reboot]") for line in results)
+    gpu01 = [line for line in text.split("\npve-gpu01:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+             if not line.startswith("          fix: ")]
     assert gpu01[0].startswith("  FAIL    lxc.gpu_devices")  # critical first
     assert gpu01[-1].startswith("  WARN    pcie.link")
     assert "pve-gpu02:" not in text  # nothing to list for the clean host

@@ -4,9 +4,11 @@
 """The check catalogue: every check pvetune knows, as data.
 
 One entry per check: id, the concern that owns it (a module in concerns/, whose CHECKS holds its evaluator),
-title, severity, the expected value (a template filled from the policy), why it matters, how to fix it, the fix
-playbook tag, and whether the fix needs a reboot.  The evaluators produce the current value and the status;
-everything an operator reads comes from here.
+title, severity, the expected value (a template filled from the policy), why it matters, how to fix it by hand
+(remediation: no pvetune command line, the report derives that per host from the fields below), the fix playbook
+tag (fix_tag; fix_tags, which includes it, when the fix needs more tags, in the order the fix runs them), and
+whether the fix needs a reboot (reboot: yes, no, or "when ..." = when the result asks for one).  The evaluators
+produce the current value and the status; everything an operator reads comes from here.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,8 +30,9 @@ CATALOGUE = (
             "active mode the EPP hint keeps the cores that feed the GPUs (kernel launches, NCCL, tokenisation) at "
             "full boost. acpi-cpufreq was one of the causes of the reference host serving 10 tok/s instead of 309."
         ),
-        "remediation": "{pstate_remediation} pvetune: ansible-playbook fix.yml --tags cpu,cmdline",
+        "remediation": "{pstate_remediation}",
         "fix_tag": "cpu",
+        "fix_tags": ("cpu", "cmdline"),
         "reboot": "when the P-state driver is not loaded",
     },
     {
@@ -44,7 +47,7 @@ CATALOGUE = (
         ),
         "remediation": (
             "Set scaling_governor to performance on every policy (cpupower frequency-set -g performance) and "
-            "make it persistent; pvetune installs pvetune-cpufreq.service. ansible-playbook fix.yml --tags cpu"
+            "make it persistent; pvetune installs pvetune-cpufreq.service."
         ),
         "fix_tag": "cpu",
         "reboot": "no",
@@ -61,7 +64,7 @@ CATALOGUE = (
         ),
         "remediation": (
             "Write performance to energy_performance_preference on every policy (after the governor); "
-            "pvetune-cpufreq.service re-applies it at boot. ansible-playbook fix.yml --tags cpu"
+            "pvetune-cpufreq.service re-applies it at boot."
         ),
         "fix_tag": "cpu",
         "reboot": "no",
@@ -78,10 +81,10 @@ CATALOGUE = (
         ),
         "remediation": (
             "Add {cstate_arg} to the kernel command line (the limit of {idle_driver}, the idle driver in use) and "
-            "reboot; until then deeper states can be disabled at runtime through cpu*/cpuidle/state*/disable. "
-            "ansible-playbook fix.yml --tags cmdline,cpu"
+            "reboot; until then deeper states can be disabled at runtime through cpu*/cpuidle/state*/disable."
         ),
         "fix_tag": "cmdline",
+        "fix_tags": ("cmdline", "cpu"),
         "reboot": "yes",
     },
     {
@@ -97,7 +100,7 @@ CATALOGUE = (
         ),
         "remediation": (
             "sysctl -w kernel.numa_balancing={numa_balancing} and persist it in /etc/sysctl.d/90-pvetune.conf "
-            "(or numa_balancing=disable on the kernel command line). ansible-playbook fix.yml --tags sysctl"
+            "(or numa_balancing=disable on the kernel command line)."
         ),
         "fix_tag": "sysctl",
         "reboot": "no",
@@ -117,7 +120,7 @@ CATALOGUE = (
         "remediation": (
             "Masked write of Device Control bits 14:12: setpci -s <BDF> CAP_EXP+8.w=5000:7000 (never unmasked: "
             "bit 15 resets the function). Not persistent: pvetune installs pvetune-pcie-mrrs.service, ordered "
-            "before pve-guests.service. ansible-playbook fix.yml --tags pcie"
+            "before pve-guests.service."
         ),
         "fix_tag": "pcie",
         "reboot": "no",
@@ -151,8 +154,7 @@ CATALOGUE = (
             "support this hardware needs. Pinning keeps an apt upgrade from silently switching series."
         ),
         "remediation": (
-            "apt install {kernel_package}; proxmox-boot-tool kernel pin <version>; reboot. "
-            "ansible-playbook fix.yml --tags kernel -e pvetune_reboot_ok=true"
+            "apt install {kernel_package}; proxmox-boot-tool kernel pin <version>; reboot."
         ),
         "fix_tag": "kernel",
         "reboot": "yes",
@@ -171,7 +173,7 @@ CATALOGUE = (
         "remediation": (
             "GRUB: add the args to GRUB_CMDLINE_LINUX_DEFAULT and run update-grub (proxmox-boot-tool refresh when "
             "it manages the ESPs); systemd-boot: edit /etc/kernel/cmdline and run proxmox-boot-tool refresh; then "
-            "reboot. ansible-playbook fix.yml --tags cmdline -e pvetune_reboot_ok=true"
+            "reboot."
         ),
         "fix_tag": "cmdline",
         "reboot": "yes",
@@ -191,7 +193,7 @@ CATALOGUE = (
         "remediation": (
             "Regenerate the CT's NVIDIA allow lines from /proc/devices (or use devN: entries, Proxmox 8.1+, which "
             "follow the major automatically) and restart the CT. pvetune installs pvetune-lxc-gpu.service to do "
-            "this at boot before pve-guests.service. ansible-playbook fix.yml --tags lxc"
+            "this at boot before pve-guests.service."
         ),
         "fix_tag": "lxc",
         "reboot": "no",
@@ -259,6 +261,19 @@ def policy_context(policy):
     ctx.update((k, v) for k, v in generic.items() if not ctx.get(k))
     ctx.update(((policy.get("host_cpu") or {}).get("template")) or {})
     return ctx
+
+
+def fix_tags(check_id):
+    """The fix.yml tags that fix a check, in the order the fix needs them; [] when pvetune does not fix it."""
+    entry = BY_ID[check_id]
+    return list(entry.get("fix_tags") or ([entry["fix_tag"]] if entry["fix_tag"] else []))
+
+
+def fix_needs_reboot(check_id, reboot_required=False):
+    """Whether the check's fix only takes effect after a reboot: always for reboot "yes", for a "when ..." check
+    when its result asks for one (``reboot_required``), never for "no"."""
+    reboot = BY_ID[check_id]["reboot"]
+    return reboot == "yes" or (reboot != "no" and bool(reboot_required))
 
 
 def render(check_id, field, policy):

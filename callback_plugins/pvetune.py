@@ -24,8 +24,10 @@ description:
     "ok [host]" (unchanged, no warning or deprecation, no debug message) is not printed, nor is its task banner
     when no other host's result is (as with O(display_skipped_hosts=false)). With C(-v) or
     O(hide_uneventful=false) every result is printed again.
-  - Changed, failed, unreachable and skipped results, diffs and the recap are printed as the default callback
-    prints them.
+  - Changed, failed and unreachable results, includes, diffs and the recap are printed as the default callback
+    prints them; skipped results as O(display_skipped_hosts) says (the project's ansible.cfg turns it off).
+  - Under ansible-runner (AWX, the tests) the runner's own stdout callback replaces this one; its events carry
+    every result.
 author:
   - pvetune contributors (@pvetune)
 extends_documentation_fragment:
@@ -45,6 +47,7 @@ requirements:
   - set as stdout_callback in ansible.cfg (the project's ansible.cfg does)
 """
 
+from ansible.playbook.task_include import TaskInclude
 from ansible.plugins.callback.default import CallbackModule as DefaultCallback
 
 
@@ -52,7 +55,7 @@ def uneventful(result):
     """True for an "ok" result of which the default callback would print only "ok: [host]": unchanged (diffs are
     printed for changed results only), no warning or deprecation, not a debug-style result."""
     return not (result.get("changed") or result.get("warnings") or result.get("deprecations")
-                or result.get("_ansible_verbose_always"))
+                or result.get("exception") or result.get("_ansible_verbose_always"))
 
 
 class CallbackModule(DefaultCallback):
@@ -62,6 +65,8 @@ class CallbackModule(DefaultCallback):
 
     def v2_runner_on_ok(self, result):
         data = result.result if hasattr(result, "result") else result._result
-        if self.get_option("hide_uneventful") and not self._run_is_verbose(result) and uneventful(data):
+        task = result.task if hasattr(result, "task") else result._task
+        if (self.get_option("hide_uneventful") and not isinstance(task, TaskInclude)
+                and not self._run_is_verbose(result) and uneventful(data)):
             return
         super(CallbackModule, self).v2_runner_on_ok(result)

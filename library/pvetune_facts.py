@@ -152,6 +152,11 @@ policy:
     vendor profile; C(cmdline_required) includes the vendor's boot arguments).
   returned: always
   type: dict
+duration:
+  description: Seconds the gathering and evaluation took on the host (junit.xml times each host's testsuite by it).
+  returned: always
+  type: float
+  sample: 0.042
 host:
   description: Hostname and snapshot metadata of the audited root.
   returned: always
@@ -163,6 +168,7 @@ facts:
 """
 
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.audit import evaluate, gather
@@ -190,6 +196,7 @@ def run_module(module):
     if not fsroot.live and not os.path.isdir(fsroot.root):
         module.fail_json(msg="root %s is not a directory" % params["root"])
     runner = Runner(fsroot, module.run_command)
+    started = time.monotonic()
     facts = gather(fsroot, runner, policy)
     policy = for_host(policy, facts)
     results = evaluate(facts, policy, only=set(params["checks"]) or None)
@@ -201,6 +208,7 @@ def run_module(module):
         "policy": policy,
         "host": facts.get("host") if isinstance(facts.get("host"), dict) else {},
         "gather_errors": facts["errors"],
+        "duration": round(time.monotonic() - started, 4),
     }
     if params["include_facts"]:
         out["facts"] = facts

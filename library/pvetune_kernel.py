@@ -203,7 +203,7 @@ def main():
     if module._diff:
         # The package, pin and next boot as a before/after entry: a check run that would install the series
         # writes no file yet, and would otherwise show "changed" with nothing to read.
-        summary = kernel_fix.kernel_diff(result, p["series"])
+        summary = kernel_fix.kernel_diff(result, series)
         result["diff"] = ([summary] if summary else []) + changes.diffs()
     module.exit_json(**result)
 

@@ -54,7 +54,8 @@ attributes:
     details: No command runs; RV(functions) gives each function's planned before and after value.
   diff_mode:
     support: full
-    details: One diff of the Device Control words (C(pcie:<bdf>:devctl)) before and after.
+    details: One runtime-values diff, per function its MaxReadReq in bytes with the Device Control word, before and
+      after (C(pcie:<bdf> MaxReadReq = 512 bytes (DevCtl 2137))).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune

@@ -113,12 +113,17 @@ summary_text:
   returned: always
   type: str
 failed_hosts:
-  description: Audited hosts with a failed or errored check at or above I(fail_on) (not those in RV(unaudited_hosts)).
+  description: Every host that fails the run, sorted; those of RV(failing_hosts) and of RV(unaudited_hosts).
+  returned: always
+  type: list
+  elements: str
+failing_hosts:
+  description: Audited hosts with a failed or errored check at or above I(fail_on).
   returned: always
   type: list
   elements: str
 hosts_failing:
-  description: The failing check ids (at or above I(fail_on)) of each host in RV(failed_hosts).
+  description: The failing check ids (at or above I(fail_on)) of each host in RV(failing_hosts).
   returned: always
   type: dict
   sample: {"pve-gpu01": ["pcie.mrrs", "lxc.gpu_devices"]}
@@ -133,13 +138,17 @@ unaudited:
   type: dict
   sample: {"pve-gpu04": "unreachable (Failed to connect to the host via ssh)"}
 host_verdicts:
-  description: Every host's verdict, C(pass), C(fail) (in RV(failed_hosts)) or C(unaudited) (in RV(unaudited_hosts)).
+  description: Every host's verdict, C(pass), C(fail) (in RV(failing_hosts)) or C(unaudited) (in RV(unaudited_hosts)).
   returned: always
   type: dict
   sample: {"pve-gpu01": "fail", "pve-gpu02": "pass", "pve-gpu04": "unaudited"}
+host_messages:
+  description: What the playbook says of each host that does not pass (why it fails or could not be audited).
+  returned: always
+  type: dict
+  sample: {"pve-gpu01": "pve-gpu01 fails checks of severity high or higher: pcie.mrrs"}
 fleet_failed:
-  description: Whether RV(failed_hosts) or RV(unaudited_hosts) is not empty (the playbook decides the exit status
-    from this).
+  description: Whether RV(failed_hosts) is not empty (the playbook decides the exit status from this).
   returned: always
   type: bool
 """

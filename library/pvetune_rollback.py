@@ -44,8 +44,9 @@ attributes:
       C(would restore)) are the plan.
   diff_mode:
     support: partial
-    details: One diff per file restored or removed. Runtime values put back are listed in RV(runtime), not in the
-      diff.
+    details: One diff per file restored or removed, except the files pvetune shipped (runtime library, helper,
+      units), which are one summary entry (paths, sizes, sha256). Runtime values put back are listed in RV(runtime),
+      not in the diff.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - pvetune

@@ -12,10 +12,12 @@ DOCUMENTATION = r"""
 module: pvetune_run_check
 short_description: Check what a pvetune playbook run is asked to do, once, before any host is touched
 description:
-  - Fails when the run would do nothing and Ansible would still exit 0; the host pattern matches no host of the
-    inventory, C(--limit) leaves none of its hosts, C(--tags) select nothing the playbook does, or C(--skip-tags)
-    name a tag it does not have (a typo that would skip nothing).
-  - Fails on a run id (C(pvetune_run_id_override)) that cannot name directories.
+  - Says, in RV(refused), why a run must not start when it would do nothing and Ansible would still exit 0; the
+    host pattern matches no host of the inventory, C(--limit) leaves none of its hosts, C(--tags) select nothing
+    the playbook does; and on a run id (C(pvetune_run_id_override)) that cannot name directories. The role
+    pvetune_run_check fails the hosts of RV(charged) with it, so the refusal is charged to the hosts it concerns.
+  - Warns of C(--skip-tags) that name a tag the playbook does not have (a typo that skips nothing); Molecule's own
+    C(molecule-notest) and C(notest) are ignored.
   - Checks every selected host's C(pvetune_policy) and reports the invalid ones in one message, grouping the hosts
     that share an error and naming the inventory variable. It does not fail for them; the playbook decides (the
     audit reports such a host as one that could not be audited, the fix refuses the run).
@@ -28,13 +30,13 @@ options:
     description: The playbook being run; its tags are the ones O(run_tags) and O(skip_tags) may name.
     type: str
     required: true
-    choices: [audit, fix, rollback]
+    choices: [audit, fix, rollback, collect]
   pattern:
     description: The host pattern of the playbook's main play (C(pvetune_hosts), default C(gpu_hosts)).
     type: str
     required: true
   pattern_hosts:
-    description: The inventory's hosts that O(pattern) matches, without C(--limit).
+    description: The inventory's hosts that O(pattern) matches, without C(--limit) (or a play's own hosts).
     type: list
     elements: str
     required: true
@@ -98,6 +100,15 @@ hosts:
   returned: success
   type: list
   elements: str
+refused:
+  description: Why the run must not start, or an empty string.
+  returned: success
+  type: str
+charged:
+  description: The hosts a refusal is charged to (those the run would have acted on, and localhost).
+  returned: success
+  type: list
+  elements: str
 bad_policy:
   description: Host name to the error of its C(pvetune_policy), for the hosts whose policy is invalid.
   returned: success
@@ -109,13 +120,13 @@ policy_message:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.core.runcheck import RunRefused, check_run
+from ansible.module_utils.pvetune.core.runcheck import check_run
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            playbook=dict(type="str", required=True, choices=["audit", "fix", "rollback"]),
+            playbook=dict(type="str", required=True, choices=["audit", "fix", "rollback", "collect"]),
             pattern=dict(type="str", required=True),
             pattern_hosts=dict(type="list", elements="str", required=True),
             play_hosts=dict(type="list", elements="str", required=True),
@@ -128,11 +139,10 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    try:
-        result = check_run(p["playbook"], p["pattern"], p["pattern_hosts"], p["play_hosts"], p["run_tags"],
-                           p["skip_tags"], inventory=p["inventory"], run_id=p["run_id"], policies=p["policies"])
-    except RunRefused as exc:
-        module.fail_json(msg="pvetune refuses this run: %s" % exc)
+    result = check_run(p["playbook"], p["pattern"], p["pattern_hosts"], p["play_hosts"], p["run_tags"],
+                       p["skip_tags"], inventory=p["inventory"], run_id=p["run_id"], policies=p["policies"])
+    for warning in result.pop("warnings"):
+        module.warn(warning)
     module.exit_json(changed=False, **result)
 
 

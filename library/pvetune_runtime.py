@@ -76,6 +76,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+drift:
+  description: The files MANIFEST.json lists that were changed or removed on the host since they were installed
+    (re-installed by this run; the warning names the first five).
+  returned: success
+  type: list
+  elements: str
 paths:
   description: Every host path this call manages.
   returned: always
@@ -168,7 +174,7 @@ def main():
             except RunFailed as exc:
                 module.fail_json(changes=changes.summary(), **exc.fail_kwargs())
     result = dict(changed=changes.changed, paths=paths, changes=changes.summary(), reboot_required=False,
-                  skipped_commands=skipped)
+                  skipped_commands=skipped, drift=drift)
     if module._diff:
         result["diff"] = changes.diffs()
     module.exit_json(**result)

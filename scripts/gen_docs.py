@@ -27,10 +27,11 @@ from ansible.module_utils.pvetune.core.catalogue import (  # noqa: E402
     CATALOGUE,
     SEVERITIES,
     STATUSES,
-    fix_tags,
+    fix_needs_reboot,
     policy_context,
 )
 from ansible.module_utils.pvetune.core.policy import DEFAULT_POLICY, MRRS_SIZES, merge_policy  # noqa: E402
+from ansible.module_utils.pvetune.report_document import fix_argv  # noqa: E402
 
 DEFAULT_OUTPUT = os.path.join(TOP, "docs", "checks.md")
 
@@ -160,16 +161,14 @@ def _template_keys(entry):
 
 
 def _fix_command(entry):
-    """The fix command line the reports show for a check (report_document.fix_command), with placeholders."""
-    tags = fix_tags(entry["id"])
-    if not tags:
+    """The fix command line the reports show for a check (report_document.fix_argv), with placeholders."""
+    argv = fix_argv("<host>", entry["id"], False, ["<inventory>"])
+    if argv is None:
         return None
-    line = "`ansible-playbook -i <inventory> fix.yml -l <host> --tags %s" % ",".join(tags)
-    if entry["reboot"] == "yes":
-        return line + " -e pvetune_reboot_ok=true`"
-    if entry["reboot"] != "no":
-        return line + "`, with `-e pvetune_reboot_ok=true` %s" % entry["reboot"]
-    return line + "`"
+    line = "`%s`" % " ".join(argv)
+    if fix_needs_reboot(entry["id"], True) and not fix_needs_reboot(entry["id"], False):
+        line += ", with `-e pvetune_reboot_ok=true` %s" % entry["reboot"]
+    return line
 
 
 def render():

@@ -245,7 +245,8 @@ def add_runtime_bundle(changes, version=TOOL_VERSION, removing=False):
     old = installed_version(changes.read)
     changes.add_bundle(
         "pvetune boot runtime (%s, %s, pvetune-*.service)" % (LIB_DIR, HELPER), is_runtime_path,
-        group=lambda path: LIB_DIR if path.startswith(LIB_DIR + "/") else posixpath.dirname(path),
+        # the library counted, MANIFEST.json (every library file's sha256) listed with its own digest
+        group=lambda path: LIB_DIR if path.startswith(LIB_DIR + "/") and path != MANIFEST else path,
         before_note="version %s" % old if old else "not installed",
         after_note="removed" if removing else "version %s (per-file sha256 in %s)" % (version, MANIFEST))
 

@@ -68,7 +68,8 @@ def render_text(doc, detail=True):
                     lines.append("          fix: %s" % res["fix_command"])
     summary = doc["summary"]
     lines.append("")
-    failed, unaudited = summary["failed_hosts"], summary.get("unaudited_hosts") or []
+    failed = summary.get("failing_hosts", summary["failed_hosts"])
+    unaudited = summary.get("unaudited_hosts") or []
     last = "%d hosts, %d failing: %s" % (summary["hosts"], len(failed), ", ".join(failed) or "none")
     if unaudited:
         last += "; %d could not be audited: %s" % (len(unaudited), ", ".join(unaudited))

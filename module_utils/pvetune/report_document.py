@@ -5,9 +5,11 @@
 
 A host ends with one verdict: ``pass``, ``fail`` (a fail/error result at or above fail_on) or ``unaudited`` (it
 could not be audited: unreachable, or the audit module failed).  Both of the last two fail the run; the document
-keeps them apart (summary.failed_hosts, summary.unaudited).  Each check result of the document also carries the
-fix.yml command line that fixes it on that host (``fix_command``), derived from the catalogue's fix tags and
-reboot field and the run's inventory sources.
+lists both in summary.failed_hosts (what fails the run, as schema_version 1 always said) and keeps them apart in
+summary.failing_hosts and summary.unaudited.  Each check result of the document also carries the fix.yml command
+line that fixes it on that host (``fix_command``), derived from the catalogue's fix tags and reboot field and the
+run's inventory sources and host pattern; a host audited from a snapshot gets a placeholder for the live
+inventory, since the snapshot inventory would point fix.yml at the captured tree.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,6 +28,10 @@ FIX_STATUSES = ("fail", "error", "pending", "warn")
 VERDICTS = ("pass", "fail", "unaudited")
 NOT_RUN = "the audit did not run on this host"
 FIX_PLAYBOOK = "fix.yml"
+DEFAULT_PATTERN = "gpu_hosts"
+LIVE_INVENTORY = "<inventory of the live host>"
+POLICY_NOT_AUDITED = ("could not be audited: its pvetune_policy is invalid (said once above; the reason is in the "
+                      "report)")
 
 
 def one_line(text, limit=150):
@@ -47,7 +53,9 @@ def entry_from_audit(host, audit):
     entry = {"host": host, "root": audit.get("root") or "/", "checks": checks if isinstance(checks, list) else [],
              "unreachable": bool(audit.get("unreachable")), "error": None,
              "policy": policy if isinstance(policy, dict) else None,
-             # pvetune_facts returns no duration today; a result that carries one (seconds) is timed in junit.xml.
+             # roles/pvetune_audit: not audited because the run check found its policy invalid
+             "policy_invalid": bool(audit.get("policy_invalid")),
+             # seconds pvetune_facts took on the host; junit.xml times the host's testsuite by it
              "duration": _seconds(audit.get("duration"))}
     if not isinstance(checks, list):
         entry["error"] = audit.get("msg") or NOT_RUN
@@ -95,29 +103,41 @@ def inventory_sources(value):
     return [str(v) for v in value if v not in (None, "")]
 
 
-def fix_command(host, res, inventory=()):
-    """The command line that runs pvetune's fix for one check on one host, or None (nothing to fix, or pvetune
-    has no fix for it): ansible-playbook [-i <source>]... fix.yml -l <host> --tags <tags> [-e
-    pvetune_reboot_ok=true], every argument shell-quoted."""
-    check_id = res.get("id")
-    if res.get("status") not in FIX_STATUSES or check_id not in BY_ID:
-        return None
-    tags = fix_tags(check_id)
+def fix_argv(host, check_id, reboot_required, inventory=(), pattern=DEFAULT_PATTERN):
+    """The argv of pvetune's fix for one check on one host, or None when pvetune has no fix for it:
+    ansible-playbook [-i <source>]... fix.yml -l <host> --tags <tags> [-e pvetune_hosts=<pattern>]
+    [-e pvetune_reboot_ok=true]."""
+    tags = fix_tags(check_id) if check_id in BY_ID else []
     if not tags:
         return None
     argv = ["ansible-playbook"]
     for source in inventory:
         argv += ["-i", source]
     argv += [FIX_PLAYBOOK, "-l", host, "--tags", ",".join(tags)]
-    if fix_needs_reboot(check_id, res.get("reboot_required")):
+    if pattern and pattern != DEFAULT_PATTERN:
+        argv += ["-e", "pvetune_hosts=%s" % pattern]
+    if fix_needs_reboot(check_id, reboot_required):
         argv += ["-e", "pvetune_reboot_ok=true"]
-    return " ".join(shlex.quote(arg) for arg in argv)
+    return argv
+
+
+def fix_command(host, res, inventory=(), root="/", pattern=DEFAULT_PATTERN):
+    """fix_argv as one shell-quoted line for a result with something to fix, or None.  A host audited from a
+    snapshot (root other than /) gets LIVE_INVENTORY for -i: its audit inventory points at the tree."""
+    if res.get("status") not in FIX_STATUSES:
+        return None
+    if root not in ("/", "", None):
+        inventory = [LIVE_INVENTORY]
+    argv = fix_argv(host, res.get("id"), res.get("reboot_required"), inventory, pattern)
+    return " ".join(shlex.quote(arg) for arg in argv) if argv else None
 
 
 def build_document(entries, fail_on="high", generated_at="", run=None):
     """The audit.json document."""
     run = dict(run or {}, fail_on=fail_on)
-    inventory = inventory_sources(run.get("inventory"))
+    # pvetune_fix_inventory: where fix.yml finds the hosts when that is not the audit's inventory (AWX, snapshots)
+    inventory = inventory_sources(run.get("fix_inventory") or run.get("inventory"))
+    pattern = run.get("hosts_pattern") or DEFAULT_PATTERN
     hosts = []
     for entry in sorted(entries, key=lambda e: e["host"]):
         hosts.append({
@@ -128,8 +148,10 @@ def build_document(entries, fail_on="high", generated_at="", run=None):
             "summary": host_summary(entry, fail_on),
             "policy": entry.get("policy"),
             "duration": entry.get("duration"),
-            "checks": [dict(res, fix_command=fix_command(entry["host"], res, inventory))
+            "checks": [dict(res, fix_command=fix_command(entry["host"], res, inventory, entry.get("root", "/"),
+                                                         pattern))
                        for res in entry.get("checks") or []],
+            "policy_invalid": entry.get("policy_invalid", False),
         })
     totals = dict.fromkeys(STATUS_ORDER, 0)
     for item in hosts:
@@ -142,21 +164,38 @@ def build_document(entries, fail_on="high", generated_at="", run=None):
         "generated_at": generated_at,
         "run": run,
         "summary": {"hosts": len(hosts),
-                    "failed_hosts": [h["host"] for h in hosts if h["summary"]["verdict"] == "fail"],
+                    "failed_hosts": [h["host"] for h in hosts if h["summary"]["verdict"] != "pass"],
+                    "failing_hosts": [h["host"] for h in hosts if h["summary"]["verdict"] == "fail"],
                     "unaudited_hosts": sorted(unaudited), "unaudited": unaudited, "counts": totals,
                     "reboot_required": [h["host"] for h in hosts if h["summary"]["reboot_required"]]},
         "hosts": hosts,
     }
 
 
+def host_message(host, fail_on):
+    """What the playbook says of a host of the document that does not pass (None for one that passes)."""
+    verdict = host["summary"]["verdict"]
+    if verdict == "pass":
+        return None
+    if host.get("policy_invalid"):
+        return "%s %s" % (host["host"], POLICY_NOT_AUDITED)
+    if verdict == "unaudited":
+        return "%s could not be audited: %s" % (host["host"], unaudited_reason(host))
+    return "%s fails checks of severity %s or higher: %s" % (host["host"], fail_on,
+                                                              ", ".join(host["summary"]["failing"]))
+
+
 def fleet_outcome(doc):
-    """What the playbook decides the run from: failed_hosts (failing checks at or above fail_on) and hosts_failing
-    ({host: those check ids}), unaudited_hosts and unaudited ({host: reason}), host_verdicts ({host:
-    pass|fail|unaudited}) and fleet_failed (failed_hosts or unaudited_hosts not empty)."""
-    summary = doc["summary"]
-    return {"failed_hosts": list(summary["failed_hosts"]), "unaudited_hosts": list(summary["unaudited_hosts"]),
-            "unaudited": dict(summary["unaudited"]),
+    """What the playbook decides the run from: failed_hosts (every host that fails the run), failing_hosts and
+    hosts_failing ({host: check ids failing at or above fail_on}), unaudited_hosts and unaudited ({host: reason}),
+    host_verdicts ({host: pass|fail|unaudited}), host_messages ({host: what to say}, hosts that do not pass) and
+    fleet_failed."""
+    summary, fail_on = doc["summary"], doc["run"].get("fail_on", "high")
+    return {"failed_hosts": list(summary["failed_hosts"]), "failing_hosts": list(summary["failing_hosts"]),
+            "unaudited_hosts": list(summary["unaudited_hosts"]), "unaudited": dict(summary["unaudited"]),
             "hosts_failing": {h["host"]: list(h["summary"]["failing"]) for h in doc["hosts"]
                               if h["summary"]["verdict"] == "fail"},
             "host_verdicts": {h["host"]: h["summary"]["verdict"] for h in doc["hosts"]},
-            "fleet_failed": bool(summary["failed_hosts"] or summary["unaudited_hosts"])}
+            "host_messages": {h["host"]: host_message(h, fail_on) for h in doc["hosts"]
+                              if h["summary"]["verdict"] != "pass"},
+            "fleet_failed": bool(summary["failed_hosts"])}

@@ -159,7 +159,8 @@ def render_html(doc):
              "<header><h1>pvetune audit: Proxmox VE GPU host performance</h1>",
              "<p>%s &middot; %d hosts &middot; %d failing (severity &ge; %s) &middot; %d could not be audited "
              "&middot; schema v%d</p></header><main>" % (
-                 e(doc["generated_at"]), summary["hosts"], len(summary["failed_hosts"]), e(doc["run"]["fail_on"]),
+                 e(doc["generated_at"]), summary["hosts"], len(summary.get("failing_hosts", summary["failed_hosts"])),
+                 e(doc["run"]["fail_on"]),
                  len(unaudited), doc["schema_version"])]
     parts += _overview(doc)
     for host in doc["hosts"]:

@@ -123,6 +123,10 @@ def read(root, rel):
 
 # -- modules in-process ----------------------------------------------------------------------------------
 # -- playbooks ---------------------------------------------------------------------------------------------
+# The first play of every playbook (role pvetune_run_check): argument validation per host, the check on localhost.
+RUN_CHECK_PLAY = "Check the run before any host is touched"
+
+
 class PlaybookRun:
     def __init__(self, rc, status, events, stdout):
         self.rc = rc
@@ -131,7 +135,10 @@ class PlaybookRun:
         self.stdout = stdout
 
     def host_events(self, host):
-        return [ev for ev in self.events if (ev.get("event_data") or {}).get("host") == host]
+        """The host's events in the plays that act on hosts (not the run check, which only validates arguments
+        and runs on the controller)."""
+        return [ev for ev in self.events if (ev.get("event_data") or {}).get("host") == host
+                and (ev.get("event_data") or {}).get("play") != RUN_CHECK_PLAY]
 
     def task_results(self, host, events=("runner_on_ok", "runner_on_failed", "runner_on_skipped",
                                          "runner_on_unreachable")):

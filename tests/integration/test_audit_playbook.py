@@ -121,7 +121,8 @@ def test_unreachable_and_broken_hosts_are_reported_not_hidden(tmp_path):
     assert hosts["good"]["checks"] and not hosts["good"]["summary"]["failed"]
     assert hosts["missing-root"]["error"] and "not a directory" in hosts["missing-root"]["error"]
     assert hosts["down"]["reachable"] is False and hosts["down"]["summary"]["failed"]
-    assert doc["summary"]["failed_hosts"] == []  # they could not be audited: that is not failing checks
+    assert set(doc["summary"]["failed_hosts"]) == {"missing-root", "down"}  # they fail the run
+    assert doc["summary"]["failing_hosts"] == []  # but fail no check: they could not be audited
     assert doc["summary"]["unaudited_hosts"] == ["down", "missing-root"]
 
 

@@ -50,7 +50,7 @@ def test_a_limit_outside_the_pattern_exits_non_zero(tmp_path):
 
 def test_tags_that_select_nothing_exit_non_zero_and_touch_no_host(tmp_path):
     cases = [("fix.yml", "--check --tags kernal", "--tags kernal selects nothing fix.yml does"),
-             ("fix.yml", "--check --skip-tags kernal", "--skip-tags kernal names nothing fix.yml does"),
+             ("rollback.yml", "--check --tags lxc", "--tags lxc selects nothing rollback.yml does"),
              ("audit.yml", "--tags cpu", "--tags cpu selects nothing audit.yml does")]
     for i, (playbook, cmdline, message) in enumerate(cases):
         run = run_playbook(tmp_path / str(i), playbook, cmdline=cmdline,
@@ -92,7 +92,9 @@ def test_when_every_host_errors_the_report_is_still_written(tmp_path):
     assert {h["host"] for h in doc["hosts"]} == {"a", "b"}
     assert all(h["error"] for h in doc["hosts"])
     assert set(run.stats()["failures"]) == {"a", "b"}
-    assert not any("fail checks of severity" in m for m in failed_msgs(run))
+    msgs = failed_msgs(run)
+    assert len(msgs) == 2 and all(" could not be audited: " in m for m in msgs), msgs
+    assert not any("fails checks of severity" in m for m in msgs)
 
 
 def test_a_bad_policy_is_said_once_by_its_variable_name(tmp_path):
@@ -107,14 +109,57 @@ def test_a_bad_policy_is_said_once_by_its_variable_name(tmp_path):
             and "pvetune_policy.pcie_mrrs" in json.dumps(e["event_data"].get("res", {}).get("msg", ""))]
     assert len(said) == 1, said
     assert "hosts pve-gpu02, pve-gpu03" in said[0] and "argument 'policy'" not in said[0]
-    # the hosts are reported as not audited, with the reason
+    # the hosts are reported as not audited, with the reason, and each is failed by its own result
     doc = json.loads((tmp_path / "r" / "latest" / "audit.json").read_text())
-    assert all("pvetune_policy.pcie_mrrs" in h["error"] for h in doc["hosts"])
+    assert all("pvetune_policy.pcie_mrrs" in h["error"] and h["policy_invalid"] for h in doc["hosts"])
+    assert {h for h, n in audit.stats()["failures"].items() if n} == set(hosts)
     fix = run_playbook(tmp_path / "fix", "fix.yml", inventory=inv, cmdline="--check", extravars=bad)
     assert fix.rc != 0
     msgs = failed_msgs(fix)
-    assert len(msgs) == 1 and "pvetune refuses this run: pvetune_policy.pcie_mrrs" in msgs[0], msgs
+    assert sorted(msgs) == ["pvetune refuses this run: %s's pvetune_policy is invalid (said above)" % h
+                            for h in sorted(hosts)], msgs
     assert not fix.results("Check every input of this run before anything is changed")
+
+
+def test_a_refusal_is_charged_to_the_hosts_it_concerns_under_limit(tmp_path):
+    """A bad policy on one host of two --limit'ed hosts fails that host only; the run stops before any fix."""
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  children:\n    gpu_hosts:\n      hosts:\n"
+                   "        pve-gpu02:\n%s          pvetune_root: %s\n"
+                   "        pve-gpu03:\n%s          pvetune_root: %s\n          pvetune_policy: {pcie_mrrs: 3000}\n"
+                   % (LOCAL, demo("pve-gpu02"), LOCAL, demo("pve-gpu03")))
+    fix = run_playbook(tmp_path, "fix.yml", inventory=str(inv), cmdline="--check", limit="pve-gpu02,pve-gpu03",
+                       extravars={"pvetune_report_dir": str(tmp_path / "r"), "ansible_become": False})
+    assert fix.rc != 0
+    assert {h for h, n in fix.stats()["failures"].items() if n} == {"pve-gpu03"}
+    assert not fix.results("Take the host's pvetune lock (one fix run at a time)")
+
+
+def test_the_reports_name_the_real_run(tmp_path):
+    """fix commands, JUnit properties and time, HTML links and policy, from a real audit run's files."""
+    inv = inventory(tmp_path, {"pve-gpu01": demo("pve-gpu01")})
+    run = run_playbook(tmp_path, "audit.yml", inventory=inv,
+                       extravars={"pvetune_report_dir": str(tmp_path / "r"), "ansible_become": False,
+                                  "pvetune_junit_warn_as_failure": True, "pvetune_fix_inventory": ["inventory/prod"]})
+    assert run.rc == 2
+    latest = tmp_path / "r" / "latest"
+    doc = json.loads((latest / "audit.json").read_text())
+    [host] = doc["hosts"]
+    checks = {c["id"]: c for c in host["checks"]}
+    # a snapshot root: the command names the live inventory, not the snapshot's (it would fix the tree)
+    assert checks["pcie.mrrs"]["fix_command"] == (
+        "ansible-playbook -i '<inventory of the live host>' fix.yml -l pve-gpu01 --tags pcie")
+    assert host["duration"] > 0 and host["policy"]["pcie_mrrs"] == 4096
+    import xml.etree.ElementTree as ET
+    suite = ET.parse(str(latest / "junit.xml")).getroot().find("testsuite")
+    assert float(suite.get("time")) > 0 and suite.get("timestamp")
+    props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in suite.iter("testcase")}
+    assert props["pcie.mrrs"]["pvetune.status"] == "fail"
+    warns = [c for c in suite.iter("testcase") if props[c.get("name")].get("pvetune.status") == "warn"]
+    assert all(c.find("failure") is not None and c.find("failure").get("type") == "warn" for c in warns)
+    html = (latest / "audit.html").read_text()
+    assert 'href="#check-pve-gpu01::pcie.mrrs"' in html and 'id="check-pve-gpu01::pcie.mrrs"' in html
+    assert ">None<" not in html and "effective policy" in html
 
 
 def test_check_diff_on_the_demo_fleet_is_short_and_shows_every_change(tmp_path):

@@ -206,15 +206,21 @@ check_diff() {
   diffs=$(tr -d '\r' <"$OUT/check-diff.log")
   # shellcheck disable=SC2016  # a literal $GRUB_CMDLINE_LINUX_DEFAULT: what the drop-in says
   for d in '+kernel.numa_balancing = 0' '+cpufreq:policy[0-1]:scaling_governor = performance' \
-      '+pcie:0000:41:00.0:devctl = 5000' '+pcie:0000:81:00.0:devctl = 5000' \
+      '+pcie:0000:41:00.0 MaxReadReq = 4096 bytes (DevCtl 5000)' \
+      '+pcie:0000:81:00.0 MaxReadReq = 4096 bytes (DevCtl 5000)' \
       '+GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT amd_pstate=active processor.max_cstate=1"' \
-      "+$PIN" '+++ after: /etc/systemd/system/pvetune-pcie-mrrs.service'; do
+      "+$PIN" "+pin: $PIN"; do
     check_eq "diff shows, per VM: ${d:0:70}" "$(grep -cxF -- "$d" <<<"$diffs")" "$N"
   done
-  # CT 101's stale allow line: planned twice per VM, by the role's regeneration and by the play's
-  # post-reboot one (check mode applied nothing in between, so both still see 509).
+  # The boot runtime as one summary entry (paths, sizes, sha256), not its source.
+  check_eq "diff shows, per VM: +create /etc/systemd/system/pvetune-pcie-mrrs.service (<size, sha256>)" \
+    "$(grep -c '^+create /etc/systemd/system/pvetune-pcie-mrrs.service ([0-9]* bytes, sha256 [0-9a-f]*)$' \
+       <<<"$diffs")" "$N"
+  check_eq "diff shows no Python source of the runtime" "$(grep -c '^+def \|^+import ' <<<"$diffs")" 0
+  # CT 101's stale allow line: planned once per VM, by the role's regeneration (the play's post-reboot one
+  # runs only after a real reboot, so check mode does not print the same diff twice).
   for d in "-lxc.cgroup2.devices.allow: c $UVM_CT:* rwm" "+lxc.cgroup2.devices.allow: c $UVM_SEED:* rwm"; do
-    check_eq "diff shows, twice per VM: $d" "$(grep -cxF -- "$d" <<<"$diffs")" "$((2 * N))"
+    check_eq "diff shows, once per VM: $d" "$(grep -cxF -- "$d" <<<"$diffs")" "$N"
   done
   for ((i = 1; i <= N; i++)); do
     local h=lab-vm$i t

@@ -81,8 +81,10 @@ def stats(name):
 
 
 def events(name):
+    """The task results of the plays that act on the hosts: not the run check (role pvetune_run_check, the first
+    play), which validates its arguments on every host but runs only on the controller."""
     for ev in _summary(name)["events"]:
-        if ev["event"] in RESULT_EVENTS:
+        if ev["event"] in RESULT_EVENTS and ev.get("role") != "pvetune_run_check":
             print(ev["seq"], ev["time"], ev["host"], ev["event"], int(ev["changed"]), ev["task"], sep="\t")
 
 

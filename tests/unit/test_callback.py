@@ -28,3 +28,35 @@ def test_results_with_only_an_ok_line_are_uneventful(plugin, result):
     {"msg": "pending a reboot", "_ansible_verbose_always": True}])
 def test_changes_warnings_and_debug_messages_are_shown(plugin, result):
     assert not plugin.uneventful(result)
+
+
+def test_a_play_through_the_callback_prints_only_what_has_something_to_say(tmp_path):
+    """ansible-playbook with the project's ansible.cfg: set_fact and an unchanged command are not printed; a debug
+    message, a change, a warning and an include are; -v prints everything again."""
+    import subprocess
+    import sys
+    play = tmp_path / "play.yml"
+    (tmp_path / "inc.yml").write_text("- name: Inside the include\n  ansible.builtin.set_fact:\n    y: 2\n")
+    play.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - name: Quiet fact\n      ansible.builtin.set_fact:\n        x: 1\n"
+        "    - name: Quiet command\n      ansible.builtin.command: 'true'\n      changed_when: false\n"
+        "    - name: Loud message\n      ansible.builtin.debug:\n        msg: hello operator\n"
+        "    - name: Loud change\n      ansible.builtin.command: 'true'\n      changed_when: true\n"
+        "    - name: Loud include\n      ansible.builtin.include_tasks: inc.yml\n")
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(TOP, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PATH=os.path.dirname(sys.executable) + ":" + os.environ["PATH"])
+
+    def run(*extra):
+        proc = subprocess.run(["ansible-playbook", "-i", "localhost,", "-c", "local", "-e",
+                               "ansible_python_interpreter=%s" % sys.executable, str(play)] + list(extra),
+                              cwd=TOP, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    out = run()
+    assert "Quiet fact" not in out and "Quiet command" not in out and "Inside the include" not in out
+    assert "hello operator" in out and "TASK [Loud change]" in out and "included: " in out
+    assert "failed=0" in out and "changed=1" in out  # the recap still counts every result
+    verbose = run("-v")
+    assert "TASK [Quiet fact]" in verbose and "TASK [Quiet command]" in verbose

@@ -101,7 +101,8 @@ def test_schema_rejects_malformed_documents(schema, demo_entries, breakage):
 def test_document_summary(demo_entries):
     doc = document(demo_entries + [UNREACHABLE])
     assert [h["host"] for h in doc["hosts"]] == ["pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu04"]
-    assert doc["summary"]["failed_hosts"] == ["pve-gpu01"]  # failing checks; pve-gpu04 could not be audited
+    assert doc["summary"]["failed_hosts"] == ["pve-gpu01", "pve-gpu04"]  # every host that fails the run
+    assert doc["summary"]["failing_hosts"] == ["pve-gpu01"]  # failing checks; pve-gpu04 could not be audited
     assert doc["summary"]["unaudited_hosts"] == ["pve-gpu04"]
     assert doc["summary"]["unaudited"] == {"pve-gpu04": "unreachable (%s)" % UNREACHABLE["error"]}
     assert doc["summary"]["reboot_required"] == ["pve-gpu01", "pve-gpu03"]
@@ -130,7 +131,7 @@ def test_module_failure_is_unaudited_but_reachable(demo_entries):
     host = doc["hosts"][0]
     assert host["reachable"] is True
     assert host["summary"]["failed"] is True and host["summary"]["verdict"] == "unaudited"
-    assert doc["summary"]["failed_hosts"] == []
+    assert doc["summary"]["failed_hosts"] == ["pve-gpu05"] and doc["summary"]["failing_hosts"] == []
     assert doc["summary"]["unaudited"] == {"pve-gpu05": MODULE_FAILED["error"]}
 
 

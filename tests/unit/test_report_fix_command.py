@@ -12,9 +12,27 @@ from reportutil import INVENTORY, demo_entries, document, load_schema, parse_htm
 SOURCES = ["/srv/pvetune/inventory/prod", "inventory/extra hosts.yml"]
 
 
+def live_entries():
+    """The demo hosts as if audited live (root /): the commands name the audit's inventory."""
+    return [dict(e, root="/") for e in demo_entries()]
+
+
 @pytest.fixture(scope="module")
 def doc():
-    return document(demo_entries(), inventory=SOURCES)
+    return document(live_entries(), inventory=SOURCES)
+
+
+def test_a_snapshot_audit_names_the_live_inventory_not_the_snapshot_one():
+    snap = document(demo_entries(), inventory=SOURCES)  # roots: demo/snapshots/<host>
+    assert checks_of(snap, "pve-gpu01")["pcie.mrrs"]["fix_command"] == (
+        "ansible-playbook -i '<inventory of the live host>' fix.yml -l pve-gpu01 --tags pcie")
+
+
+def test_a_custom_host_pattern_and_fix_inventory_are_named():
+    doc = report.build_document(live_entries(), run={"hosts_pattern": "rack7", "inventory": ["/tmp/awx_inv"],
+                                                     "fix_inventory": ["inventory/prod"]})
+    assert checks_of(doc, "pve-gpu01")["pcie.mrrs"]["fix_command"] == (
+        "ansible-playbook -i inventory/prod fix.yml -l pve-gpu01 --tags pcie -e pvetune_hosts=rack7")
 
 
 def checks_of(doc, host):
@@ -86,16 +104,16 @@ def test_every_inventory_source_is_one_quoted_argument(doc):
 
 
 def test_no_inventory_no_i():
-    doc = document(demo_entries(), inventory=[])
+    doc = document(live_entries(), inventory=[])
     assert checks_of(doc, "pve-gpu01")["pcie.mrrs"]["fix_command"] == (
         "ansible-playbook fix.yml -l pve-gpu01 --tags pcie")
-    single = report.build_document(demo_entries(), run={"inventory": "/etc/ansible/hosts"})  # one source as a string
+    single = report.build_document(live_entries(), run={"inventory": "/etc/ansible/hosts"})  # one source as a string
     assert checks_of(single, "pve-gpu01")["pcie.mrrs"]["fix_command"].startswith(
         "ansible-playbook -i /etc/ansible/hosts fix.yml")
 
 
 def test_host_names_and_sources_are_shell_quoted():
-    res = dict(checks_of(document(demo_entries()), "pve-gpu01")["pcie.mrrs"])
+    res = dict(checks_of(document(live_entries()), "pve-gpu01")["pcie.mrrs"])
     cmd = report.fix_command("gpu$(reboot); x", res, ["inv`id`.yml"])
     assert shlex.split(cmd) == ["ansible-playbook", "-i", "inv`id`.yml", "fix.yml", "-l", "gpu$(reboot); x",
                                 "--tags", "pcie"]
@@ -130,6 +148,6 @@ def test_the_command_is_in_the_json_html_and_text(doc):
 
 
 def test_inventory_as_the_playbook_passes_it():
-    doc = document(demo_entries(), inventory=None)
+    doc = document(live_entries(), inventory=None)
     assert checks_of(doc, "pve-gpu01")["pcie.mrrs"]["fix_command"] == (
         "ansible-playbook -i %s fix.yml -l pve-gpu01 --tags pcie" % INVENTORY[0])

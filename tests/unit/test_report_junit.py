@@ -122,7 +122,7 @@ def test_suites_carry_time_timestamp_and_hostname(doc):
     for suite in root.findall("testsuite"):
         assert suite.get("timestamp") == GENERATED_AT
         assert suite.get("hostname") == suite.get("name")
-        assert suite.get("time") == "0.000"  # pvetune_facts reports no duration
+        assert suite.get("time") == "0.000"  # these synthetic entries carry no duration
     assert datetime.datetime.strptime(root.get("timestamp"), "%Y-%m-%dT%H:%M:%SZ")
 
 

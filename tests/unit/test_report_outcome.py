@@ -44,7 +44,11 @@ def test_failing_and_unaudited_hosts_are_apart(tmp_path, schema):
     audits = {"pve-gpu01": facts_result("pve-gpu01"), "pve-gpu02": facts_result("pve-gpu02"),
               "down": UNREACHABLE, "broken": FAILED}
     out = write(tmp_path, audits, hosts=["pve-gpu01", "pve-gpu02", "down", "broken", "never-ran"])
-    assert out["failed_hosts"] == ["pve-gpu01"]
+    assert out["failed_hosts"] == ["broken", "down", "never-ran", "pve-gpu01"]  # all that fail the run
+    assert out["failing_hosts"] == ["pve-gpu01"]
+    assert out["host_messages"]["down"] == "down could not be audited: unreachable (%s)" % SSH
+    assert out["host_messages"]["pve-gpu01"].startswith("pve-gpu01 fails checks of severity high or higher: cpu.")
+    assert "pve-gpu02" not in out["host_messages"]
     assert out["hosts_failing"] == {"pve-gpu01": ["cpu.scaling_driver", "cpu.cstates", "kernel.numa_balancing",
                                                   "pcie.mrrs", "boot.cmdline", "lxc.gpu_devices"]}
     assert out["unaudited_hosts"] == ["broken", "down", "never-ran"]
@@ -69,7 +73,7 @@ def test_failing_and_unaudited_hosts_are_apart(tmp_path, schema):
 
 def test_unaudited_hosts_alone_fail_the_run(tmp_path):
     out = write(tmp_path, {"pve-gpu02": facts_result("pve-gpu02"), "down": UNREACHABLE})
-    assert out["failed_hosts"] == [] and out["hosts_failing"] == {}
+    assert out["failed_hosts"] == ["down"] and out["failing_hosts"] == [] and out["hosts_failing"] == {}
     assert out["unaudited_hosts"] == ["down"]
     assert out["fleet_failed"] is True
 
@@ -93,7 +97,8 @@ def test_reports_are_written_when_no_host_could_be_audited(tmp_path, schema):
     assert sorted(os.path.basename(f) for f in out["files"]) == FILES
     assert all(os.path.isfile(f) for f in out["files"])
     assert os.path.realpath(str(tmp_path / "reports" / "latest")) == out["report_dir"]
-    assert out["failed_hosts"] == [] and out["unaudited_hosts"] == ["also-down", "broken", "down"]
+    assert out["failed_hosts"] == out["unaudited_hosts"] == ["also-down", "broken", "down"]
+    assert out["failing_hosts"] == []
     assert out["fleet_failed"] is True
 
     doc = json.loads(read(out, "audit.json"))
@@ -167,7 +172,8 @@ def test_action_plugin_returns_the_verdicts(tmp_path):
     out = run_action({"hosts": sorted(audits), "audits": audits, "dest": str(tmp_path / "r"),
                       "run": {"inventory": ["inventory/demo"]}, "junit_warn_as_failure": "yes"})
     assert not out.get("failed"), out.get("msg")
-    assert out["failed_hosts"] == ["pve-gpu01"] and out["unaudited"] == {"down": "unreachable (%s)" % SSH}
+    assert out["failing_hosts"] == ["pve-gpu01"] and out["failed_hosts"] == ["down", "pve-gpu01"]
+    assert out["unaudited"] == {"down": "unreachable (%s)" % SSH}
     assert out["host_verdicts"] == {"down": "unaudited", "pve-gpu01": "fail", "pve-gpu02": "pass"}
     assert out["fleet_failed"] is True
     # "yes" is a bool to the plugin as to the module's type=bool: pcie.link's warn became a JUnit failure.
@@ -197,7 +203,7 @@ def test_module_returns_the_verdicts(tmp_path):
                                         "timestamp": "20261129T200652Z"})
     assert not out.get("failed"), out.get("msg")
     assert out["host_verdicts"] == {"broken": "unaudited", "pve-gpu02": "pass"}
-    assert out["unaudited_hosts"] == ["broken"] and out["failed_hosts"] == [] and out["fleet_failed"] is True
+    assert out["unaudited_hosts"] == out["failed_hosts"] == ["broken"] and out["fleet_failed"] is True
     junit = ET.parse(os.path.join(out["report_dir"], "junit.xml")).getroot()
     assert junit.find("testsuite[@name='pve-gpu02']/testcase[@name='pcie.link']/failure") is None
 

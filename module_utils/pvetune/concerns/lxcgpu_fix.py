@@ -157,8 +157,9 @@ def state_diff(before, after):
         if state is None:
             return "absent\n"
         majors = ", ".join("%s %s" % (n, m) for n, m in sorted((state.get("current") or {}).items())) or "none"
+        seen = ", ".join(str(m) for m in state.get("nvidia_majors") or []) or "none"
         return "current NVIDIA majors: %s; %d history entries; all NVIDIA majors seen: %s\n" % (
-            majors, len(state.get("history") or []), ", ".join(str(m) for m in state.get("nvidia_majors") or []))
+            majors, len(state.get("history") or []), seen)
     return {"before_header": STATE_FILE, "after_header": STATE_FILE, "before": line(before), "after": line(after)}
 
 
@@ -495,6 +496,7 @@ def run_fix(fsroot, runner, changes, opts, check_mode, diff):
         if locks is not None:
             locks.release_all()
     new_state, state_changed = updated_state(state, host["majors"], changes.run_id, "pvetune_lxc_gpu")
+    state_before = state if fsroot.exists(STATE_FILE) else None  # for the diff: before write_state creates it
     result["state_changed"] = state_changed
     if state_changed and not check_mode:
         try:
@@ -513,6 +515,6 @@ def run_fix(fsroot, runner, changes, opts, check_mode, diff):
     if diff:
         result["diff"] = changes.diffs()
         if state_changed:
-            result["diff"].append(state_diff(state if fsroot.exists(STATE_FILE) else None, new_state))
+            result["diff"].append(state_diff(state_before, new_state))
     error, warnings = _outcome(items, restart_error, opts["fail_on_refused"], check_mode)
     return result, error, warnings

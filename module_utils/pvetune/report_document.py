@@ -181,8 +181,8 @@ def host_message(host, fail_on):
         return "%s %s" % (host["host"], POLICY_NOT_AUDITED)
     if verdict == "unaudited":
         return "%s could not be audited: %s" % (host["host"], unaudited_reason(host))
-    return "%s fails checks of severity %s or higher: %s" % (host["host"], fail_on,
-                                                              ", ".join(host["summary"]["failing"]))
+    failing = ", ".join(host["summary"]["failing"])
+    return "%s fails checks of severity %s or higher: %s" % (host["host"], fail_on, failing)
 
 
 def fleet_outcome(doc):

@@ -220,12 +220,11 @@ def parse_manifest(data):
         return {}
 
 
-def installed_version(read):
-    """The tool version the installed MANIFEST.json names, or None (no install, or unreadable)."""
+def installed_version(data):
+    """The tool version an installed MANIFEST.json (bytes or None) names, or None (no install, or unreadable)."""
     try:
-        data = read(MANIFEST)
         doc = json.loads(data.decode("utf-8")) if data is not None else None
-    except (ValueError, UnicodeDecodeError, FsError):
+    except (ValueError, UnicodeDecodeError):
         return None
     version = doc.get("version") if isinstance(doc, dict) else None
     return version if isinstance(version, str) else None
@@ -239,10 +238,11 @@ def is_runtime_path(path):
             or (posixpath.dirname(path) in (UNIT_DIR, WANTS_DIR) and name.startswith("pvetune-")))
 
 
-def add_runtime_bundle(changes, version=TOOL_VERSION, removing=False):
+def add_runtime_bundle(changes, version=TOOL_VERSION, removing=False, manifest=None):
     """Show the runtime's files in ``changes``' diffs as one summary (paths, sizes, sha256, versions)
-    instead of thousands of lines of Python: MANIFEST.json on the host lists each file's digest."""
-    old = installed_version(changes.read)
+    instead of thousands of lines of Python: MANIFEST.json on the host lists each file's digest.
+    ``manifest``: its bytes when the caller has read them already."""
+    old = installed_version(changes.read(MANIFEST) if manifest is None else manifest)
     changes.add_bundle(
         "pvetune boot runtime (%s, %s, pvetune-*.service)" % (LIB_DIR, HELPER), is_runtime_path,
         # the library counted, MANIFEST.json (every library file's sha256) listed with its own digest
@@ -279,13 +279,14 @@ def plan_install(changes, subcommands, configs, lib_files=None, enable=True):
     if missing:
         raise ValueError("no configuration for: %s" % ", ".join(missing))
     files = runtime_files(lib_files)
-    add_runtime_bundle(changes)
+    installed = changes.read(MANIFEST)  # read once: the bundle's version and the files it lists
+    add_runtime_bundle(changes, manifest=installed)
     paths = []
     for path, data, mode in files:
         paths.append(path)
         changes.plan_file(path, data, mode=mode)
     shipped = set(paths)
-    for path, digest in sorted(parse_manifest(changes.read(MANIFEST)).items()):
+    for path, digest in sorted(parse_manifest(installed).items()):
         if path not in shipped and _sha256_of(changes.read, path) == digest:
             changes.plan_remove(path)
     paths.append(MANIFEST)

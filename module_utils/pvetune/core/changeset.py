@@ -270,9 +270,8 @@ class ChangeSet:
 
     def summary(self):
         return {
-            "files": [{"path": f["path"], "action": "remove" if f["remove"] else
-                       ("create" if f["before"] is None else "update")
-                       + (" symlink" if f.get("link") is not None else "")} for f in self.files],
+            "files": [{"path": f["path"], "action": _file_action(f) + (" symlink" if f.get("link") is not None else "")}
+                      for f in self.files],
             "runtime": [{"key": r["key"], "before": r["before"], "after": r["after"]} for r in self.runtime],
         }
 

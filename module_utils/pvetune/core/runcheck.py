@@ -45,9 +45,14 @@ def _shown(items):
     return ", ".join(items) if items else "none"
 
 
+def selected_hosts(pattern_hosts, play_hosts):
+    """The hosts the run acts on: those of the pattern that --limit (``play_hosts``) leaves, in pattern order."""
+    return [h for h in pattern_hosts if h in set(play_hosts)]
+
+
 def check_hosts(pattern, pattern_hosts, play_hosts, inventory):
-    """The hosts the run acts on: those of ``pattern`` that --limit (``play_hosts``) leaves."""
-    chosen = [h for h in pattern_hosts if h in set(play_hosts)]
+    """selected_hosts, or RunRefused saying why there are none."""
+    chosen = selected_hosts(pattern_hosts, play_hosts)
     if chosen:
         return chosen
     where = "inventory %s" % _shown(list(inventory)) if inventory else "the inventory"
@@ -126,7 +131,7 @@ def check_run(playbook, pattern, pattern_hosts, play_hosts, run_tags, skip_tags,
         return dict(_check_run(playbook, pattern, pattern_hosts, play_hosts, run_tags, skip_tags, inventory, run_id,
                                policies), refused="", charged=[])
     except RunRefused as exc:
-        hosts = [h for h in pattern_hosts if h in set(play_hosts)]
+        hosts = selected_hosts(list(pattern_hosts), list(play_hosts))
         return {"hosts": hosts, "refused": str(exc), "charged": charged_hosts(hosts, list(play_hosts)),
                 "bad_policy": {}, "policy_message": "", "warnings": []}
 

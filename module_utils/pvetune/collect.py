@@ -222,8 +222,10 @@ def collect(fsroot_root, runner_factory, hostname=None, now=None):
             packer.walk(path)
         else:
             packer.add_probe(path)
-    # /dev cannot travel as device nodes: describe them.
+    # /dev cannot travel as device nodes: describe them, with the nodes CTs bind from other directories.
     nodes, source = dev_nodes.stat_dev_nodes(rec)
+    for ct in (facts.get("lxc") or {}).get("cts") or ():
+        nodes.extend(n for n in (ct.get("sources") or {}).get("nodes") or () if n["type"] == "c" and n not in nodes)
     if source == "stat" or not rec.live:
         if source == "stat":
             packer.add_generated("/.pvetune/dev_nvidia.ls", format_ls(nodes))

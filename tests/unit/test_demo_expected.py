@@ -87,13 +87,13 @@ def test_sysctl_dropin_is_what_the_sysctl_fix_writes(policy, host):
 
 
 def test_nvidia_majors_state_is_what_the_lxc_fix_records():
-    from ansible.module_utils.pvetune.concerns import lxcgpu, lxcgpu_fix
+    from ansible.module_utils.pvetune.concerns import lxcgpu_fix, lxcgpu_state
 
     # The majors of pve-gpu02's boot, as its /proc/devices lists them (read here, not from the generator).
     devices = demo_file("/proc/devices").split("Block devices:")[0]
     majors = {name: int(major) for major, name in (line.split() for line in devices.splitlines()[1:] if line)
               if name.startswith("nvidia")}
-    state, changed = lxcgpu_fix.updated_state(lxcgpu.empty_state(), majors, "20261118T140000Z", "fix",
+    state, changed = lxcgpu_fix.updated_state(lxcgpu_state.empty_state(), majors, "20261118T140000Z", "fix",
                                               now="2026-11-18T14:00:00Z")
     assert changed
     rendered = lxcgpu_fix.render_state(state)

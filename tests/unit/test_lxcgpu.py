@@ -80,6 +80,12 @@ def fix(data, *args, **kwargs):
     return new, changes
 
 
+def privileged(data):
+    """The same config as a privileged CT, where the device list is an allow-list and allow lines count."""
+    assert b"unprivileged: 1\n" in data
+    return data.replace(b"unprivileged: 1\n", b"unprivileged: 0\n")
+
+
 def changed_indexes(old, new):
     old_lines, new_lines = lines_of(old), lines_of(new)
     assert len(old_lines) == len(new_lines)
@@ -310,25 +316,54 @@ def test_parse_model_details():
     assert ct.get_all("cores") == ["4", "8"] and ct.get_all("cores", "pve:pending") == ["2"]
 
 
+# As LXC reads them (lxc src/lxc/cgroups/cgfsng.c device_cgroup_rule_parse at v6.0.5, the version Proxmox VE ships;
+# docs/DESIGN.md "CT configs as pct and LXC read them"): up to three access characters, the rest never read.
 @pytest.mark.parametrize("value, expected", [
-    ("c 195:* rwm", ("c", 195, None, "rwm")),
-    ("c 195:0 rw", ("c", 195, 0, "rw")),
-    ("c 510:1 rw", ("c", 510, 1, "rw")),
-    ("c *:* m", ("c", None, None, "m")),
-    ("a", ("a", None, None, "")),
-    ("b 8:* r", ("b", 8, None, "r")),
-    ("c 226:128", ("c", 226, 128, "")),
+    ("c 195:* rwm", ("c", 195, None, "rwm", "")),
+    ("c 195:0 rw", ("c", 195, 0, "rw", "")),
+    ("c 510:1 rw", ("c", 510, 1, "rw", "")),
+    ("c *:* m", ("c", None, None, "m", "")),
+    ("a", ("a", None, None, "", "")),
+    ("b 8:* r", ("b", 8, None, "r", "")),
+    ("c 195:* rwm # adjust 195", ("c", 195, None, "rwm", " # adjust 195")),
+    ("c 195:* rwm#x", ("c", 195, None, "rwm", "#x")),
+    ("c 195:* rrw", ("c", 195, None, "rrw", "")),
+    ("c\t195:* mrw", ("c", 195, None, "mrw", "")),
+    ('"c 195:* rwm"', ("c", 195, None, "rwm", "")),
+    ("a *:* rwm", ("a", None, None, "rwm", "")),
 ])
 def test_parse_device_rule(value, expected):
     rule, problem = parse_device_rule(value)
     assert problem is None
-    assert (rule.type, rule.major, rule.minor, rule.access) == expected
+    assert (rule.type, rule.major, rule.minor, rule.access, rule.ignored) == expected
+    if rule.major is not None:
+        start, end = rule.major_span
+        assert value[start:end] == str(rule.major)
 
 
-@pytest.mark.parametrize("value", ["c 195 rwm", "x 1:2 rw", "c 195:* rwx", "c 195:* rrw", ""])
-def test_parse_device_rule_bad(value):
+@pytest.mark.parametrize("value, why", [
+    ("c 195 rwm", "lacks major:minor"),
+    ("x 1:2 rw", "type must be a, b or c"),
+    ("C 1:2 rw", "type must be a, b or c"),
+    ("c 195:* rwx", "each must be r, w or m"),
+    ("c 195:* rw # note", "found ' '"),       # the third access character is a blank: LXC rejects it
+    ("c 195:* r #x", "found ' '"),
+    ("c 195:* rw#x", "found '#'"),
+    ("c  195:* rwm", "exactly one blank"),     # two blanks after the type
+    ("c 195:*  rwm", "found ' '"),             # two blanks before the access field
+    ("c 226:128", "access field must follow"),  # no access field at all
+    ("", "type must be a, b or c"),
+])
+def test_parse_device_rule_bad(value, why):
     rule, problem = parse_device_rule(value)
-    assert rule is None and problem
+    assert rule is None and why in problem
+
+
+def test_parse_path_rule():
+    rule, problem = parse_device_rule("/dev/nvidia0 rw # the GPU")
+    assert problem is None and rule.path == "/dev/nvidia0" and rule.access == "rw" and rule.major is None
+    assert parse_device_rule("/dev/nvidia0")[0] is None
+    assert parse_device_rule("/dev/nvidia0 rw", kind="deny")[0] is None
 
 
 def test_parse_rejects_non_text():
@@ -354,7 +389,7 @@ def _assert_fixed(data, new, changes, expected):
 @pytest.mark.parametrize("name, stale_line", [("mrbloodrune_ollama.conf", 23), ("mrbloodrune_jellyfin.conf", 15)])
 def test_mrbloodrune_506_to_509_recorded_major(name, stale_line):
     """uvm moved 506 -> 509; 506 was recorded as NVIDIA's by an earlier run (no /proc/devices needed)."""
-    data = read(REAL, "lxc_conf", name)
+    data = privileged(read(REAL, "lxc_conf", name))
     ct = parse_ct_config(data, CT_PATH)
     majors = {"nvidia-frontend": 195, "nvidia-uvm": 509}
     known = {506: "nvidia-uvm"}
@@ -374,7 +409,7 @@ def test_mrbloodrune_506_to_509_recorded_major(name, stale_line):
 @pytest.mark.parametrize("name, stale_line", [("mrbloodrune_ollama.conf", 23), ("mrbloodrune_jellyfin.conf", 15)])
 def test_mrbloodrune_506_on_real_595_host(name, stale_line):
     """Real driver-595 listing (eza `ll`, uvm 510): 506 is registered to no driver -> stale, rewritten to 510."""
-    data = read(REAL, "lxc_conf", name)
+    data = privileged(read(REAL, "lxc_conf", name))
     majors, nodes, registered = host("proc_devices_nixpkgs_595_uvm510.txt", "nixpkgs_525475_ll_dev_nvidia_595.txt")
     result = evaluate_ct(parse_ct_config(data), majors, nodes, char_majors_registered=registered)
     assert [(s["line_no"], s["major"]) for s in result["stale_lines"]] == [(stale_line, 506)]
@@ -382,6 +417,21 @@ def test_mrbloodrune_506_on_real_595_host(name, stale_line):
     new, changes = fix(data, majors, nodes, char_majors_registered=registered)
     _assert_fixed(data, new, changes, {stale_line - 1: b"lxc.cgroup2.devices.allow: c 510:* rwm\n"})
     assert evaluate_ct(parse_ct_config(new), majors, nodes, char_majors_registered=registered)["status"] == "pass"
+
+
+@pytest.mark.parametrize("name", ["mrbloodrune_ollama.conf", "mrbloodrune_jellyfin.conf"])
+def test_unprivileged_ct_allow_lines_have_no_effect(name):
+    """As published (unprivileged: 1): Proxmox VE 7+ gives an unprivileged CT an allow-all device list
+    (pve-container src/lxc-pve-userns.conf), and LXC skips allow rules in that mode: the stale 506 does no harm."""
+    data = read(REAL, "lxc_conf", name)
+    majors, nodes, registered = host("proc_devices_nixpkgs_595_uvm510.txt", "nixpkgs_525475_ll_dev_nvidia_595.txt")
+    result = evaluate_ct(parse_ct_config(data), majors, nodes, char_majors_registered=registered)
+    assert result["status"] == "pass" and result["stale_lines"] == [] and result["uncovered"] == []
+    assert any(m.startswith("unprivileged CT: Proxmox VE 7+") and "do no harm" in m for m in result["messages"])
+    assert regenerate(parse_ct_config(data), majors, nodes, char_majors_registered=registered) == (data, [])
+    # a deny rule still counts in that mode
+    denied = data + b"lxc.cgroup2.devices.deny: c 510:* rwm\n"
+    assert evaluate_ct(parse_ct_config(denied), majors, nodes, char_majors_registered=registered)["status"] == "warn"
 
 
 def test_gma1n_per_minor_510_to_234():
@@ -549,18 +599,30 @@ def test_raw_lxc_equals_style_kept():
     assert changed_indexes(data, new) == [2]
     assert lines_of(new)[2] == b"lxc.cgroup2.devices.allow = c 509:* rwm\n"
     nv0_only = ("lxc.cgroup2.devices.allow = c 195:0 rw\n"
-                "lxc.mount.entry = /dev/nvidia0 /dev/nvidia0 none bind,optional,create=file 0 0\n").encode()
+                "lxc.mount.entry = /dev/nvidia0 dev/nvidia0 none bind,optional,create=file 0 0\n").encode()
     new, _ = fix(nv0_only, *H509)
     assert lines_of(new) == [
         b"lxc.cgroup2.devices.allow = c 195:0 rw\n",
         b"lxc.cgroup2.devices.allow = c 195:255 rw\n",
         b"lxc.cgroup2.devices.allow = c 509:0 rw\n",
         b"lxc.cgroup2.devices.allow = c 509:1 rw\n",
-        b"lxc.mount.entry = /dev/nvidia0 /dev/nvidia0 none bind,optional,create=file 0 0\n",
-        b"lxc.mount.entry = /dev/nvidiactl /dev/nvidiactl none bind,optional,create=file 0 0\n",
-        b"lxc.mount.entry = /dev/nvidia-uvm /dev/nvidia-uvm none bind,optional,create=file 0 0\n",
-        b"lxc.mount.entry = /dev/nvidia-uvm-tools /dev/nvidia-uvm-tools none bind,optional,create=file 0 0\n",
+        b"lxc.mount.entry = /dev/nvidia0 dev/nvidia0 none bind,optional,create=file 0 0\n",
+        b"lxc.mount.entry = /dev/nvidiactl dev/nvidiactl none bind,optional,create=file 0 0\n",
+        b"lxc.mount.entry = /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file 0 0\n",
+        b"lxc.mount.entry = /dev/nvidia-uvm-tools dev/nvidia-uvm-tools none bind,optional,create=file 0 0\n",
     ]
+
+
+def test_absolute_mount_target_is_skipped_by_lxc():
+    """LXC mounts an absolute target only inside the CT's rootfs ("Ignoring mount point" otherwise)."""
+    data = ("lxc.cgroup2.devices.allow: c 195:* rwm\n"
+            "lxc.mount.entry: /dev/nvidia0 /dev/nvidia0 none bind,optional,create=file 0 0\n")
+    res = evaluate_ct(ct_of(data), *H509)
+    assert res["status"] == "warn"
+    assert any("LXC skips this mount entry" in m and "write dev/nvidia0" in m for m in res["messages"])
+    inside = data.replace(" /dev/nvidia0 none", " /var/lib/lxc/101/rootfs/dev/nvidia0 none")
+    res = evaluate_ct(ct_of(inside), *H509)
+    assert not any("LXC skips" in m for m in res["messages"]) and res["missing_control_nodes"]
 
 
 # ---------------------------------------------------------------------------
@@ -784,10 +846,10 @@ def test_caps_and_imex_majors():
 # Refusals
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("extra, reason", [
-    (b"lxc.cgroup2.devices.allow: a\n", "allows all devices"),
+    (b"lxc.cgroup2.devices.allow: a\nlxc.cgroup2.devices.deny: a\n", "allows all devices"),
     (b"lxc.include: /usr/share/lxc/config/nvidia.conf\n", "lxc.include"),
-    (b"lxc.cgroup2.devices.allow: c 5\xff10:* rwm\n", "cannot be parsed"),
-    (b"lxc.cgroup2.devices.allow: c 195 rwm\n", "cannot be parsed"),
+    (b"lxc.cgroup2.devices.allow: c 5\xff10:* rwm\n", "LXC cannot parse this device rule"),
+    (b"lxc.cgroup2.devices.allow: c 195 rwm\n", "LXC cannot parse this device rule"),
     (b"lxc.mount.entry: /dev/nvidia\xff dev/nvidia none bind\n", "undecodable"),
 ])
 def test_refuses_when_uncertain(extra, reason):
@@ -796,6 +858,15 @@ def test_refuses_when_uncertain(extra, reason):
     assert new == data
     assert len(changes) == 1 and changes[0]["action"] == "refused" and reason in changes[0]["reason"]
     assert evaluate_ct(ct_of(data), *H509, known_nvidia_majors=KNOWN)["status"] in ("fail", "warn")
+
+
+def test_allow_all_makes_allow_lines_moot():
+    """A bare 'a' allow resets the list to allow-all: LXC then skips allow rules, so stale ones cost nothing."""
+    data = GPU_CT.encode() + b"lxc.cgroup2.devices.allow: a\n"
+    result = evaluate_ct(ct_of(data), *H509, known_nvidia_majors=KNOWN)
+    assert result["status"] == "warn" and result["stale_lines"] == []
+    assert any("resets the device list to allow-all" in m for m in result["messages"])
+    assert regenerate(ct_of(data), *H509, known_nvidia_majors=KNOWN) == (data, [])
 
 
 def test_deny_lines():

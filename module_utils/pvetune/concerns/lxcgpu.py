@@ -24,12 +24,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import posixpath
 import re
 
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error
+from ansible.module_utils.pvetune.concerns import lxcgpu_sources as sources_mod
+from ansible.module_utils.pvetune.concerns.lxcgpu_sources import _ct_path, _is_nvidia_path
+from ansible.module_utils.pvetune.concerns.lxcgpu_state import known_majors, load_state
 from ansible.module_utils.pvetune.formats.ct_config import (
     _DEV_KEY,
     DEVICE_KEYS,
@@ -42,16 +44,9 @@ from ansible.module_utils.pvetune.formats.ct_config import (
 from ansible.module_utils.pvetune.formats.proc_devices import DYNAMIC_CHAR_MAJORS, NVIDIA_MAJOR, _char_table
 
 LXC_DIR = "/etc/pve/lxc"
-# Majors seen as NVIDIA's by earlier fix runs (written by lxcgpu_fix.updated_state/write_state).
-STATE_FILE = "/var/lib/pvetune/nvidia-majors.json"
-STATE_VERSION = 1
 CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 
 _GPU_NODE = re.compile(r"^/dev/nvidia[0-9]+$")
-
-
-def _is_nvidia_path(path):
-    return bool(path) and isinstance(path, str) and posixpath.normpath(path).startswith("/dev/nvidia")
 
 
 def _nvidia_relevant(line):
@@ -126,16 +121,21 @@ def _covered(rules, major, minor):
     return {"r", "w"} <= state
 
 
-def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_registered, cgroup_version):
+def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_registered, cgroup_version, sources=None):
     a = _Analysis()
+    sources = sources or {}
     a.known = _normalize_known(known_nvidia_majors)
     a.registered = _normalize_registered(char_majors_registered)
     host_majors = dict(host_majors or {})
     a.host_majors = host_majors
     a.nodes_known = host_nodes is not None
     nodes = list(host_nodes.values()) if isinstance(host_nodes, dict) else list(host_nodes or [])
-    a.char_nodes = {n["path"]: n for n in nodes if n.get("type") == "c" and n.get("major") is not None}
-    a.dirs = {n["path"] for n in nodes if n.get("type") == "d"}
+    # Nodes behind the CT's custom sources (lxcgpu_sources.read_ct_sources): looked up like host nodes, but their
+    # majors are not current NVIDIA majors (a node made with mknod keeps the major it was made with).
+    custom = [n for n in sources.get("nodes") or () if not _is_nvidia_path(n["path"])]
+    a.unknown_sources = set(sources.get("unknown") or ())
+    a.char_nodes = {n["path"]: n for n in nodes + custom if n.get("type") == "c" and n.get("major") is not None}
+    a.dirs = {n["path"] for n in nodes + custom if n.get("type") == "d"}
     a.current_nvidia = {int(m) for m in host_majors.values()}
     a.current_nvidia |= {n["major"] for n in a.char_nodes.values() if _is_nvidia_path(n["path"])}
     a.major_names = {}
@@ -152,12 +152,18 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
     a.rule_lines = [line for line in main if line.kind == "kv" and line.key in DEVICE_KEYS]
     a.bad_rule_lines = [line for line in a.rule_lines if line.rule is None]
     a.rules = [line for line in a.rule_lines if line.rule is not None]
+    for line in a.rules:
+        if line.rule.path is not None:
+            sources_mod.resolve_path_rule(line.rule, a.char_nodes)
     a.allow_all = [line for line in a.rules if line.rule.kind == "allow" and line.rule.all]
-    a.nv_mounts = [line for line in main if line.mount is not None and _is_nvidia_path(line.mount.source)]
+    mounts = [line for line in main if line.mount is not None and sources_mod.nvidia_mount(line.mount)]
+    # LXC skips an absolute target outside the CT's rootfs: that entry gives the CT nothing.
+    a.ignored_mounts = [line for line in mounts if sources_mod.ignored_target(line.mount)]
+    a.nv_mounts = [line for line in mounts if line not in a.ignored_mounts]
     a.nv_devs = [line for line in main if line.dev is not None and _is_nvidia_path(line.dev["path"])]
     a.includes = [line for line in main if line.key == KEY_INCLUDE]
-    a.hooks = [line for line in main if line.key and line.key.startswith("lxc.hook.")
-               and "nvidia" in (line.value or "")]
+    a.hook_texts = sources.get("hooks") or {}
+    a.hook_made, a.hook_unknown, a.hooks = sources_mod.hook_analysis(ct, a.hook_texts)
     a.families_present = {line.rule.family for line in a.rules} | {
         DEVICE_KEYS[line.key][0] for line in a.bad_rule_lines}
     # Lines we cannot read with certainty but which matter for NVIDIA.
@@ -171,15 +177,34 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
     a.added_mounts = []  # control nodes regenerate() adds
     a.dev_used = {}     # path -> node (devN:, Proxmox grants these itself)
     a.missing = []
+    a.stale_nodes = []   # custom sources whose node is not the host's node of the same name
+    a.unknown_mounts = [line for line in a.nv_mounts if line.mount.norm_source in a.unknown_sources]
     for line in a.nv_mounts if a.nodes_known else ():
+        if line in a.unknown_mounts:
+            continue
         found = _nodes_for_source(a, line.mount.norm_source)
+        if found is not None and not line.mount.norm_source.startswith("/dev/"):
+            a.stale_nodes.extend(sources_mod.stale_custom(a, line, found))
         if found is None:
             optional = line.mount.optional
             a.missing.append({"line_no": line.line_no, "key": line.key, "source": line.mount.norm_source,
                               "optional": optional, "aborts_start": not optional, "text": line.display})
             continue
+        stale_paths = {n["source"] for n in a.stale_nodes}
         for node in found:
-            a.mount_used.setdefault(node["path"], node)
+            if node["path"] not in stale_paths:
+                a.mount_used.setdefault(node["path"], node)
+    # Nodes a hook makes with a literal major: what the CT gets at start (stale when not the host's node's).
+    a.stale_hook_nodes = []
+    for node in a.hook_made if a.nodes_known else ():
+        host = a.char_nodes.get(node["ct_path"])
+        if not node["literal"]:
+            continue
+        if host is not None and (host["major"], host["minor"]) != (node["major"], node["minor"]):
+            a.stale_hook_nodes.append(dict(node, host_major=host["major"], host_minor=host["minor"]))
+        elif node["minor"] is not None:
+            a.mount_used.setdefault(node["ct_path"], {"path": node["ct_path"], "type": "c", "major": node["major"],
+                                                      "minor": node["minor"]})
     for line in a.nv_devs if a.nodes_known else ():
         found = _nodes_for_source(a, posixpath.normpath(line.dev["path"]))
         if not found:
@@ -189,16 +214,16 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
             continue
         for node in found:
             a.dev_used.setdefault(node["path"], node)
-    a.mounts_nvidia = bool(a.nv_mounts or a.nv_devs)
+    a.mounts_nvidia = bool(a.nv_mounts or a.nv_devs or any(n["literal"] for n in a.hook_made))
     a.usage_known = a.mounts_nvidia and a.nodes_known   # we know which NVIDIA majors the CT needs
     a.used_majors = {n["major"] for n in a.mount_used.values()} | {n["major"] for n in a.dev_used.values()}
     # CUDA control nodes a CT that mounts a GPU needs but does not mount (regenerate() adds them).
     a.implied_controls = []
-    if a.nodes_known and any(_GPU_NODE.match(line.mount.norm_source) for line in a.nv_mounts):
-        have = {line.mount.norm_source for line in a.nv_mounts} | set(a.dev_used)
+    if a.nodes_known and any(_GPU_NODE.match(_ct_path(line)) for line in a.nv_mounts):
+        have = {_ct_path(line) for line in a.nv_mounts} | set(a.dev_used) | {n["ct_path"] for n in a.hook_made}
         a.implied_controls = [p for p in CONTROL_NODES if p in a.char_nodes and p not in have]
     a.used_majors |= {a.char_nodes[p]["major"] for p in a.implied_controls}
-    a.uses_nvidia = bool(a.mounts_nvidia or a.hooks or any(
+    a.uses_nvidia = bool(a.mounts_nvidia or a.hooks or a.ignored_mounts or any(
         line.rule.type == "c" and line.rule.major == NVIDIA_MAJOR for line in a.rules))
 
     # Ownership and staleness of allow lines.
@@ -207,7 +232,7 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
     a.foreign = []   # [(line, message)] registered to another driver, recorded as NVIDIA's before
     for line in a.rules:
         rule = line.rule
-        if rule.kind != "allow" or rule.type != "c" or rule.major is None:
+        if rule.kind != "allow" or rule.type != "c" or rule.major is None or rule.path is not None:
             continue
         reason = _ownership(a, rule.major)
         if reason is None:
@@ -247,7 +272,26 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
     a.deny_hits = [line for line in a.rules if line.rule.kind == "deny" and not line.rule.all
                    and line.rule.effective_access & {"r", "w"}
                    and any(line.rule.matches(n["major"], n["minor"]) for n in a.mount_used.values())]
+    # When the device list is allow-all, LXC skips every allow rule (cgroup2_devices.c: in deny-list mode only deny
+    # rules count): stale or missing allow lines then cost nothing, and rewriting them would change nothing.
+    a.allow_moot = _allow_moot(ct, a)
+    a.moot_stale = a.stale if a.allow_moot else []
+    if a.allow_moot:
+        a.stale, a.stale_ids, a.uncovered = [], set(), []
     return a
+
+
+def _allow_moot(ct, a):
+    """Why the CT's allow lines have no effect, or None (the list is an allow-list)."""
+    flag = [line.value for line in ct.main_lines() if line.kind == "kv" and line.key == "unprivileged"]
+    if flag and flag[-1].strip().lower() in ("1", "yes", "on", "true"):
+        return ("unprivileged CT: Proxmox VE 7+ starts its device list as allow-all (lxc-pve-userns.conf: "
+                "lxc.cgroup2.devices.allow = a), so LXC skips its allow lines")
+    bare = [line for line in a.rules if line.rule.family in a.families and line.rule.all
+            and line.rule.access == "" and line.rule.major is None]
+    if bare and bare[-1].rule.kind == "allow":
+        return "line %d resets the device list to allow-all, so LXC skips the allow lines" % bare[-1].line_no
+    return None
 
 
 def _uses_text(a):
@@ -297,7 +341,7 @@ def _ownership(a, major):
 # Evaluation
 # ---------------------------------------------------------------------------
 def evaluate_ct(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors_registered=frozenset(),
-                cgroup_version=None):
+                cgroup_version=None, sources=None):
     """Audit one CT's NVIDIA passthrough against the host's current majors/nodes.
 
     ``host_majors``: nvidia_majors() output.  ``host_nodes``: parse_ls_dev() /
@@ -306,8 +350,9 @@ def evaluate_ct(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors
     ``char_majors_registered``: every registered char major (iterable, or the
     parse_proc_devices() output / its "char" table); empty = unknown.
     ``cgroup_version``: 2, 1 or None (unknown: every key family present must cover).
+    ``sources``: lxcgpu_sources.read_ct_sources() of this CT (custom node directories, hook scripts).
     """
-    a = _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_registered, cgroup_version)
+    a = _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_registered, cgroup_version, sources)
     messages = []
     result = {
         "ctid": ct.ctid,
@@ -325,13 +370,14 @@ def evaluate_ct(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors
         "foreign_lines": [{"line_no": line.line_no, "text": line.display, "major": line.rule.major,
                            "message": msg} for line, msg in a.foreign],
         "parse_warnings": [w for w in ct.warnings if w["section"] is None],
+        "stale_nodes": a.stale_nodes + a.stale_hook_nodes,
         "messages": messages,
     }
     if not a.uses_nvidia:
         result["status"] = "skip"
         messages.append("CT passes no NVIDIA devices")
         return result
-    if a.hooks and not a.mounts_nvidia and not a.rules:
+    if a.hooks and not a.mounts_nvidia and not a.rules and not any(n["literal"] for n in a.hook_made):
         result["status"] = "skip"
         where = ", ".join(f"line {line.line_no}" for line in a.hooks)
         messages.append(f"NVIDIA devices come from an LXC hook ({where}); the hook sets up nodes and cgroup "
@@ -362,14 +408,22 @@ def evaluate_ct(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors
                             "not optional: the CT will not start")
             fail = True
         else:
+            relative = "" if missing["source"].startswith("/") else "; a bind source must be an absolute host path"
             messages.append(f"line {missing['line_no']}: {missing['source']} does not exist on the host "
-                            "(optional: the CT starts without it)")
+                            f"(optional: the CT starts without it{relative})")
             warn = True
-    if a.allow_all:
+    if a.allow_all and not (a.allow_moot or "").startswith("unprivileged"):
         messages.append(f"line {a.allow_all[0].line_no}: allow-all device rule {a.allow_all[0].display!r}; "
                         "every device is allowed")
         warn = True
-    for line in a.bad_rule_lines + [x for x in a.unclean + a.unparsed if x not in a.bad_rule_lines]:
+    if a.moot_stale:
+        messages.append("%s: the old majors of line %s do no harm" % (
+            a.allow_moot, ", ".join(str(line.line_no) for line, _reason in a.moot_stale)))
+    for status, message in sources_mod.source_messages(a) + sources_mod.rule_messages(a):
+        messages.append(message)
+        fail = fail or status == "fail"
+        warn = warn or status == "warn"
+    for line in [x for x in a.unclean + a.unparsed if x not in a.bad_rule_lines]:
         messages.append(f"line {line.line_no}: cannot be read with certainty: {line.problem or 'unclean'}")
         warn = True
     for line in a.deny_hits:
@@ -450,8 +504,9 @@ def read_lxc(ctx):
     available, out["skipped"] = list_cts(fsroot, LXC_DIR)
     for ctid, path in sorted(available.items()):
         try:
-            out["cts"].append({"ctid": str(ctid), "path": path,
-                               "config": fsroot.read_bytes(path).decode("utf-8", "surrogateescape")})
+            data = fsroot.read_bytes(path)
+            out["cts"].append({"ctid": str(ctid), "path": path, "config": data.decode("utf-8", "surrogateescape"),
+                               "sources": sources_mod.read_ct_sources(fsroot, parse_ct_config(data, path))})
         except FsError as exc:
             out["cts"].append({"ctid": str(ctid), "path": path, "error": "%s: %s" % (exc.path, exc.reason)})
     out["evidence"].append("%s/*.conf: %d CT configs" % (LXC_DIR, len(available)))
@@ -472,7 +527,7 @@ def ct_verdicts(facts):
         res = evaluate_ct(parse_ct_config(ct["config"], ct["path"]), lxc.get("host_majors"), nvidia.get("nodes"),
                           known_nvidia_majors=lxc.get("known_majors") or {},
                           char_majors_registered=nvidia.get("devices") or {},
-                          cgroup_version=lxc.get("cgroup_version"))
+                          cgroup_version=lxc.get("cgroup_version"), sources=ct.get("sources"))
         res["path"] = ct["path"]
         out.append(res)
     return out
@@ -513,61 +568,6 @@ def check_lxc(facts, policy):
                            " | ".join("%s: %s" % (i["name"], i["current"]) for i in warns), items, ev)
     return make_result(cid, policy, "pass", current, "%d GPU CTs allow the current NVIDIA majors" % len(gpu_cts),
                        items, ev)
-
-
-# ---------------------------------------------------------------------------
-# State file (/var/lib/pvetune/nvidia-majors.json): the one loader
-# ---------------------------------------------------------------------------
-def empty_state():
-    return {"version": STATE_VERSION, "nvidia_majors": [], "names": {}, "current": {}, "history": []}
-
-
-def load_state(fsroot):
-    """``(state, error)``; a missing file is an empty state, a corrupt one an error (state None).
-
-    Format: ``nvidia_majors`` (every major ever seen as NVIDIA's; the audit and
-    the fix read it through known_majors()), ``names`` (major -> last NVIDIA driver name seen on it),
-    ``current`` (name -> major at the last change) and ``history``
-    (``[{"at", "run_id", "source", "majors"}]``, one entry per change, newest last).
-    """
-    if not fsroot.exists(STATE_FILE):
-        return empty_state(), None
-    try:
-        data = json.loads(fsroot.read_text(STATE_FILE, errors="strict"))
-    except (FsError, ValueError, UnicodeDecodeError) as exc:
-        return None, "%s is unreadable (%s)" % (STATE_FILE, exc)
-    try:
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        state = empty_state()
-        majors = data.get("nvidia_majors", [])
-        if not isinstance(majors, list) or not all(isinstance(m, int) and not isinstance(m, bool) for m in majors):
-            raise ValueError("nvidia_majors is not a list of integers")
-        state["nvidia_majors"] = sorted(set(majors))
-        names = data.get("names", {})
-        if not isinstance(names, dict) or not all(
-                str(k).isdigit() and isinstance(v, str) for k, v in names.items()):
-            raise ValueError("names is not an object of major -> driver name")
-        state["names"] = {str(int(k)): v for k, v in names.items()}
-        current = data.get("current", {})
-        if not isinstance(current, dict) or not all(isinstance(v, int) for v in current.values()):
-            raise ValueError("current is not an object of driver name -> major")
-        state["current"] = dict(current)
-        history = data.get("history", [])
-        if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
-            raise ValueError("history is not a list of objects")
-        state["history"] = list(history)
-    except ValueError as exc:
-        return None, "%s: %s" % (STATE_FILE, exc)
-    return state, None
-
-
-def known_majors(state):
-    """{major: driver name or None} for evaluate_ct (majors recorded as NVIDIA's by earlier runs)."""
-    out = dict.fromkeys((state or {}).get("nvidia_majors", []))
-    for major, name in (state or {}).get("names", {}).items():
-        out[int(major)] = name
-    return out
 
 
 SECTIONS = (("lxc", read_lxc),)

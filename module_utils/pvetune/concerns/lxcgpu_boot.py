@@ -14,7 +14,8 @@ __metaclass__ = type
 import datetime
 import time
 
-from ansible.module_utils.pvetune.concerns.lxcgpu import STATE_FILE, known_majors, list_cts, load_state
+from ansible.module_utils.pvetune.concerns.lxcgpu import list_cts
+from ansible.module_utils.pvetune.concerns.lxcgpu_state import STATE_FILE, known_majors, load_state
 from ansible.module_utils.pvetune.concerns.lxcgpu_fix import (
     BOOT_CONFIG_KEYS,
     BOOT_WAIT_DEFAULT,

@@ -7,8 +7,8 @@
   readers, so the audit and the fix see the same CTs and majors);
 * regenerates the chosen CT configs with ``lxcgpu_regen.regenerate`` and writes the changed ones in place through a
   ``changeset.ChangeSet`` (byte-exact backup first; /etc/pve is pmxcfs, see docs/DESIGN.md);
-* records the NVIDIA majors in lxcgpu.STATE_FILE (union with what earlier runs saw, plus a history), so a later run
-  still recognises an old NVIDIA major after the kernel handed it to another driver;
+* records the NVIDIA majors in lxcgpu_state.STATE_FILE (union with what earlier runs saw, plus a history), so a
+  later run still recognises an old NVIDIA major after the kernel handed it to another driver;
 * tells which running CTs need a restart (their config changed, or the device rules they were started with no
   longer cover the nodes they use) and, when asked, restarts them (``run_fix``; pct and locks in lxcgpu_pct).
 
@@ -27,17 +27,15 @@ import posixpath
 import re
 import stat
 
-from ansible.module_utils.pvetune.concerns.lxcgpu import (
-    STATE_FILE,
-    _analyze,
-    _covered,
-    cgroup_version_of,
-    evaluate_ct,
-    known_majors,
-    list_cts,
-    load_state,
-)
+from ansible.module_utils.pvetune.concerns.lxcgpu import _analyze, _covered, cgroup_version_of, evaluate_ct, list_cts
 from ansible.module_utils.pvetune.concerns.lxcgpu_pct import CtLocks, ct_status, restart_ct
+from ansible.module_utils.pvetune.concerns.lxcgpu_sources import (
+    ct_path_of,
+    ignored_target,
+    nvidia_mount,
+    read_ct_sources,
+)
+from ansible.module_utils.pvetune.concerns.lxcgpu_state import STATE_FILE, known_majors, load_state
 from ansible.module_utils.pvetune.concerns.lxcgpu_regen import diff_lines, regenerate
 from ansible.module_utils.pvetune.concerns.nvidia import read_state
 from ansible.module_utils.pvetune.core.changeset import WriteFailed, _atomic_write, _makedirs
@@ -207,35 +205,38 @@ def passes_nvidia(ct):
     return bool(evaluate_ct(ct, {}, None)["uses_nvidia"])
 
 
-def gpu_nodes_of(ct, host_nodes=None):
-    """/dev/nvidiaN paths the CT gets (mount entries and devN), in file order.
-
-    With ``host_nodes`` only those that exist on the host (a missing optional
-    mount is simply absent in the CT; a missing devN node stops its start).
-    """
-    paths = []
+def _ct_nodes(ct):
+    """``[(path in the CT, host source)]`` of the NVIDIA nodes the CT gets from mount entries and devN."""
+    out = []
     for line in ct.main_lines():
-        path = None
-        if line.mount is not None:
-            path = line.mount.norm_source
+        if line.mount is not None and nvidia_mount(line.mount) and not ignored_target(line.mount):
+            out.append((ct_path_of(line.mount) or line.mount.norm_source, line.mount.norm_source))
         elif line.dev is not None and line.dev.get("path"):
             path = posixpath.normpath(line.dev["path"])
-        if path and re.match(r"^/dev/nvidia[0-9]+$", path) and path not in paths:
-            paths.append(path)
-    if host_nodes is not None:
-        present = {n["path"] for n in host_nodes if n.get("type") == "c"}
-        paths = [p for p in paths if p in present]
+            out.append((path, path))
+    return out
+
+
+def gpu_nodes_of(ct, host_nodes=None):
+    """/dev/nvidiaN paths the CT gets (mount entries by their target, and devN), in file order.
+
+    With ``host_nodes`` only those whose /dev source exists on the host (a missing optional mount is simply absent
+    in the CT; a missing devN node stops its start); nodes bound from other directories are not filtered.
+    """
+    present = None if host_nodes is None else {n["path"] for n in host_nodes if n.get("type") == "c"}
+    paths = []
+    for path, source in _ct_nodes(ct):
+        if not re.match(r"^/dev/nvidia[0-9]+$", path) or path in paths:
+            continue
+        if present is not None and source.startswith("/dev/") and source not in present:
+            continue
+        paths.append(path)
     return paths
 
 
 def uses_node(ct, path):
-    """Whether the CT mounts (or devN-passes) ``path``."""
-    for line in ct.main_lines():
-        if line.mount is not None and line.mount.norm_source == path:
-            return True
-        if line.dev is not None and line.dev.get("path") and posixpath.normpath(line.dev["path"]) == path:
-            return True
-    return False
+    """Whether the CT gets ``path`` (a mount entry whose target or /dev source it is, or a devN entry)."""
+    return any(path in (ct_path, source) for ct_path, source in _ct_nodes(ct))
 
 
 def running_rules_uncovered(fsroot, ctid, ct, host, cgroup_version):
@@ -255,7 +256,8 @@ def running_rules_uncovered(fsroot, ctid, ct, host, cgroup_version):
         return None
     running = parse_ct_config(data, RUNNING_CONFIG % ctid)
     # lxcgpu's analysis gives the nodes the CT uses with their current majors.
-    analysis = _analyze(ct, host["majors"], host["nodes"], {}, host["devices"], cgroup_version)
+    analysis = _analyze(ct, host["majors"], host["nodes"], {}, host["devices"], cgroup_version,
+                        read_ct_sources(fsroot, ct))
     used = dict(analysis.mount_used)
     used.update(analysis.dev_used)
     rules = [line.rule for line in running.main_lines()
@@ -288,7 +290,8 @@ def plan_ct(fsroot, ctid, path, host, known, cgroup_version, changes):
     ct = parse_ct_config(data, path)
     item["_ct"] = ct
     new, edits = regenerate(ct, host["majors"], host["nodes"], known_nvidia_majors=known,
-                            char_majors_registered=host["devices"], cgroup_version=cgroup_version)
+                            char_majors_registered=host["devices"], cgroup_version=cgroup_version,
+                            sources=read_ct_sources(fsroot, ct))
     refused = [e for e in edits if e["action"] == "refused"]
     if refused:
         item.update(status=REFUSED, reason=refused[0]["reason"], lines=diff_lines(edits))

@@ -11,13 +11,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import posixpath
 import re
 
+from ansible.module_utils.pvetune.concerns import lxcgpu_sources as sources_mod
 from ansible.module_utils.pvetune.concerns.lxcgpu import _analyze, _covered, _family_order, _mount_order, _node_label
 from ansible.module_utils.pvetune.formats.ct_config import FAMILY_ALLOW_KEY, parse_ct_config, parse_device_rule
 from ansible.module_utils.pvetune.formats.proc_devices import NVIDIA_MAJOR
 
 NEW_MOUNT_OPTIONS = "bind,optional,create=file"
+_FIXED_MAJOR = re.compile(r"^nvidia([0-9]+|ctl|-modeset)$")
 
 
 # ---------------------------------------------------------------------------
@@ -28,7 +31,9 @@ def _mount_value(template, path):
     parts = re.split(r"([ \t]+)", template.value.strip())
     fields = parts[0::2]
     seps = parts[1::2]
-    target = path if template.target.startswith("/") else path.lstrip("/")
+    # Relative, as LXC wants it; an absolute target is mounted only inside the CT's rootfs, so keep that prefix.
+    target = template.target.split("/rootfs/", 1)[0] + "/rootfs" + path if template.target.startswith("/") \
+        else path.lstrip("/")
     new_fields = [path, target, "none", NEW_MOUNT_OPTIONS] + fields[4:]
     out = []
     for index, field in enumerate(new_fields):
@@ -57,16 +62,25 @@ class _Edit:
         self.changes = []
 
 
-def _plan(ct, host_majors, host_nodes, known, registered, cgroup_version):
+def _blocking(a):
+    """What pvetune cannot repair in the CT config itself: nodes that are stale where they are made."""
+    return [message for status, message in sources_mod.source_messages(a)
+            if status == "fail"]
+
+
+def _plan(ct, host_majors, host_nodes, known, registered, cgroup_version, sources=None):
     """Compute the edits; returns (edit, analysis, refusal reasons)."""
-    a = _analyze(ct, host_majors, host_nodes, known, registered, cgroup_version)
+    a = _analyze(ct, host_majors, host_nodes, known, registered, cgroup_version, sources)
     edit = _Edit()
     if not a.mounts_nvidia and not a.stale:
-        return edit, a, []
+        return edit, a, _blocking(a)
+    if a.allow_moot and not a.implied_controls:
+        return edit, a, _blocking(a)
     index_of = {id(line): i for i, line in enumerate(ct.lines)}
 
     # 1. Control nodes CUDA needs, after the last NVIDIA mount entry.
-    mount_anchor = a.nv_mounts[-1] if a.nv_mounts else None
+    # new allow lines go after the last NVIDIA mount entry, else after the hook that makes the nodes
+    mount_anchor = a.nv_mounts[-1] if a.nv_mounts else (a.hooks[-1] if a.hooks else None)
     added_mounts = []
     if a.implied_controls:
         for path in a.implied_controls:
@@ -87,7 +101,7 @@ def _plan(ct, host_majors, host_nodes, known, registered, cgroup_version):
         if family not in families:
             families.append(family)
     stale_reason = {id(line): reason for line, reason in a.stale}
-    for family in families:
+    for family in families if not a.allow_moot else ():
         _plan_family(a, ct, edit, family, index_of, stale_reason, added_mounts, mount_anchor)
 
     refusals = []
@@ -95,15 +109,14 @@ def _plan(ct, host_majors, host_nodes, known, registered, cgroup_version):
         touches_existing = bool(edit.replace or edit.remove)
         if not a.nodes_known:
             refusals.append("host NVIDIA device nodes unknown")
-        if a.allow_all:
+        if a.allow_all and not a.allow_moot:
             refusals.append(f"line {a.allow_all[0].line_no} allows all devices ({a.allow_all[0].display!r}); "
                             "not rewriting")
         if a.includes:
             refusals.append("lxc.include (line {}) may hold allow lines pvetune cannot see".format(", ".join(
                 str(line.line_no) for line in a.includes)))
-        if a.bad_rule_lines:
-            refusals.append("device rule(s) that cannot be parsed: line {}".format(", ".join(
-                str(line.line_no) for line in a.bad_rule_lines)))
+        # A rule LXC cannot parse (the CT does not start); v1 keys on a cgroup2 host are never read by LXC.
+        refusals.extend(message for status, message in sources_mod.rule_messages(a) if status == "fail")
         if a.unparsed:
             refusals.append("unparseable line(s) that mention devices, mounts or includes: line {}".format(
                 ", ".join(str(line.line_no) for line in a.unparsed)))
@@ -113,15 +126,22 @@ def _plan(ct, host_majors, host_nodes, known, registered, cgroup_version):
         if a.deny_hits:
             refusals.append("deny rule(s) for mounted NVIDIA nodes: line {}".format(", ".join(
                 str(line.line_no) for line in a.deny_hits)))
-        if touches_existing and a.missing:
-            refusals.append("NVIDIA node(s) {} mounted by the CT do not exist on the host, so the majors it needs "
-                            "are not known".format(", ".join(m["source"] for m in a.missing)))
+        if touches_existing and (a.unknown_mounts or a.hook_unknown):
+            refusals.append("the nodes of line(s) {} cannot be known, so the majors the CT needs are not known".format(
+                ", ".join(str(line.line_no) for line in a.unknown_mounts + [entry[0] for entry in a.hook_unknown])))
+        # A missing GPU, nvidiactl or nvidia-modeset node has the fixed major 195; only a missing node with a
+        # dynamic major (nvidia-uvm*, nvidia-caps, ...) leaves the majors the CT needs unknown.
+        unknown_major = [m for m in a.missing if not _FIXED_MAJOR.match(posixpath.basename(m["source"]))]
+        if touches_existing and unknown_major:
+            refusals.append("the NVIDIA node(s) of {} do not exist on the host, so the majors the CT needs are not "
+                            "known: load the driver that makes them, or remove the line(s)".format(", ".join(
+                                "line %d (%s)" % (m["line_no"], m["source"]) for m in unknown_major)))
         if touches_existing and not a.host_majors:
             refusals.append("no NVIDIA driver is registered in /proc/devices (driver not loaded?), so the current "
                             "majors are not known")
         if touches_existing and a.nodes_known and not a.mounts_nvidia:
             refusals.append("the CT mounts no NVIDIA nodes, so the majors it needs are not known")
-    return edit, a, refusals
+    return edit, a, refusals + _blocking(a)
 
 
 def _plan_family(a, ct, edit, family, index_of, stale_reason, added_mounts, mount_anchor):
@@ -259,7 +279,7 @@ def _apply(ct, edit):
 
 
 def regenerate(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors_registered=frozenset(),
-               cgroup_version=None, _check=True):
+               cgroup_version=None, sources=None, _check=True):
     """Rewrite the CT's NVIDIA allow lines/mounts for the current majors.
 
     Returns ``(new_bytes, changes)``.  ``changes`` lists
@@ -281,8 +301,8 @@ def regenerate(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors_
     """
     original = ct.to_bytes()
     edit, _unused, refusals = _plan(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_registered,
-                                    cgroup_version)
-    if not edit.changes:
+                                    cgroup_version, sources)
+    if not edit.changes and not (refusals and _blocking(_unused)):
         return original, []
     if refusals:
         return original, [{"action": "refused", "line_no": None, "after_line": None, "old": None, "new": None,
@@ -292,7 +312,7 @@ def regenerate(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors_
         change.setdefault("after_line", None)
     if _check:
         again, more = regenerate(parse_ct_config(new, ct.path), host_majors, host_nodes, known_nvidia_majors,
-                                 char_majors_registered, cgroup_version, _check=False)
+                                 char_majors_registered, cgroup_version, sources, _check=False)
         if more or again != new:
             return original, [{"action": "refused", "line_no": None, "after_line": None, "old": None, "new": None,
                                "reason": "rewrite would not converge ({})".format("; ".join(

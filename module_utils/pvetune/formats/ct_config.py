@@ -40,21 +40,22 @@ _SECTION = re.compile(r"^\[([^\[\]]+)\][ \t]*$")
 _COMMENT = re.compile(r"^[ \t]*#")
 _BLANK = re.compile(r"^[ \t]*$")
 _KV = re.compile(r"^([ \t]*)([A-Za-z][A-Za-z0-9_.\-]*)([ \t]*(?::|=)[ \t]*)(.*?)([ \t]*)$", re.DOTALL)
-_RULE = re.compile(r"^([abc])(?:[ \t]+(\*|[0-9]+):(\*|[0-9]+)(?:[ \t]+([A-Za-z]+))?)?$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 class DeviceRule:
-    """One devices.allow/deny value: ``c 195:* rwm``, ``c 510:1 rw``, ``a``."""
+    """One devices.allow/deny value as LXC reads it: ``c 195:* rwm``, ``c 510:1 rw # note``, ``a``, ``/dev/x rw``."""
 
-    def __init__(self, kind, family, dtype, major, minor, access, major_span):
+    def __init__(self, kind, family, dtype, major, minor, access, major_span, path=None, ignored=""):
         self.kind = kind            # "allow" | "deny"
         self.family = family        # "v2" | "v1"
-        self.type = dtype           # "a" | "b" | "c"
-        self.major = major          # int, or None for "*"
+        self.type = dtype           # "a" | "b" | "c" ("c" for a path rule until its node is known)
+        self.major = major          # int, or None for "*" (and for a path rule)
         self.minor = minor          # int, or None for "*"
-        self.access = access        # as written ("" when omitted: rwm)
-        self.major_span = major_span  # (start, end) of the major in the value
+        self.access = access        # the access characters LXC reads ("" for the bare "a")
+        self.major_span = major_span  # (start, end) of the major in the value; None for "a" and path rules
+        self.path = path            # the host path of a path rule (resolved by stat at CT start)
+        self.ignored = ignored      # text after the access field, which LXC never reads (a trailing comment)
 
     @property
     def all(self):
@@ -67,7 +68,7 @@ class DeviceRule:
     def matches(self, major, minor, dtype="c"):
         if self.all:
             return True
-        if self.type != dtype:
+        if self.type != dtype or (self.path is not None and self.major is None):
             return False
         return self.major in (None, major) and self.minor in (None, minor)
 
@@ -75,27 +76,85 @@ class DeviceRule:
         return self.kind == "allow" and self.matches(major, minor) and {"r", "w"} <= self.effective_access
 
     def identity(self):
-        return (self.family, self.kind, self.type, self.major, self.minor, "".join(sorted(self.effective_access)))
+        return (self.family, self.kind, self.type, self.major, self.minor, "".join(sorted(self.effective_access)),
+                self.path)
+
+
+_ISSPACE = " \t\v\f\r"   # C isspace() without the newline, which cannot occur inside a value
+
+
+def _lxc_access(value, pos):
+    """LXC's access field (cgfsng.c device_cgroup_parse_access): at most three characters, each r, w or m; the end
+    of the value may come first; whatever follows the third is never read.  ``(access, ignored, problem)``."""
+    field = value[pos:pos + 3]
+    for char in field:
+        if char not in "rwm":
+            return None, None, ("access field %r: LXC reads up to three characters and each must be r, w or m "
+                                "(found %r)" % (value[pos:], char))
+    return field, value[pos + 3:], None
+
+
+def _lxc_number(value, pos):
+    """``*`` or decimal digits at ``pos``: ``(None for *, end)`` or ``(int, end)``; ``(False, pos)`` if neither."""
+    if value[pos:pos + 1] == "*":
+        return None, pos + 1
+    end = pos
+    while end < len(value) and value[end].isdigit() and value[end].isascii():
+        end += 1
+    if end == pos:
+        return False, pos
+    return int(value[pos:end]), end
 
 
 def parse_device_rule(value, kind="allow", family="v2"):
-    """``(DeviceRule, None)`` or ``(None, problem)`` for a devices.allow/deny value."""
-    match = _RULE.match(value.strip())
-    if not match:
-        return None, f"unrecognised device rule {value!r}"
-    dtype, major, minor, access = match.groups()
-    if dtype != "a" and major is None:
-        return None, f"device rule {value!r} lacks major:minor"
-    access = access or ""
-    if access and (set(access) - set("rwm") or len(set(access)) != len(access)):
-        return None, f"bad access {access!r} in device rule {value!r}"
-    offset = len(value) - len(value.lstrip())
-    span = None
-    if major is not None:
-        start = offset + match.start(2)
-        span = (start, start + len(major))
-    return DeviceRule(kind, family, dtype, None if major in (None, "*") else int(major),
-                      None if minor in (None, "*") else int(minor), access, span), None
+    """``(DeviceRule, None)`` or ``(None, problem)`` for a devices.allow/deny value, read as LXC reads it.
+
+    LXC's own parser (lxc src/lxc/cgroups/cgfsng.c device_cgroup_rule_parse; the kernel's v1 devices.allow parser
+    reads the same shape): the value is trimmed and one pair of matching quotes is removed (confile.c parse_line);
+    exactly ``a`` is the rule that resets the list; otherwise a type ``a``/``b``/``c``, exactly one blank, the major
+    (digits or ``*``), ``:``, the minor, exactly one blank and the access field (see _lxc_access).  So
+    ``c 195:* rwm # note`` is ``c 195:* rwm`` and ``c 195:* rw # note`` is rejected.  A value starting with ``/`` is
+    a path rule (``/dev/nvidia0 rw``; allow only): the node is stat()ed at CT start, so it has no major to go stale.
+    """
+    text = value.strip(" \t")
+    offset = len(value) - len(value.lstrip(" \t"))
+    if len(text) > 1 and text[0] in "'\"" and text[-1] == text[0]:
+        text, offset = text[1:-1], offset + 1
+    if text == "a":
+        return DeviceRule(kind, family, "a", None, None, "", None), None
+    if text.startswith("/"):
+        if kind != "allow":
+            return None, "device rule %r: a path rule is read only for devices.allow" % value
+        path, _sep, rest = text.partition(" ")
+        if not rest:
+            return None, "device rule %r: a path rule needs an access field after one space" % value
+        field, sep, after = rest.partition(" ")   # the access field ends at the next space (devpath form)
+        access, ignored, problem = _lxc_access(field, 0)
+        if problem or not access:
+            return None, "device rule %r: %s" % (value, problem or "empty access field")
+        return DeviceRule(kind, family, "c", None, None, access, None, path=path,
+                          ignored=ignored + sep + after), None
+    if not text or text[0] not in "abc":
+        return None, "device rule %r: the type must be a, b or c" % value
+    if len(text) < 2 or text[1] not in _ISSPACE:
+        return None, "device rule %r: one blank must follow the type" % value
+    major, pos = _lxc_number(text, 2)
+    if major is False:
+        return None, "device rule %r: the major must follow the type after exactly one blank" % value
+    major_span = (offset + 2, offset + pos)
+    if text[pos:pos + 1] != ":":
+        return None, "device rule %r lacks major:minor" % value
+    minor, pos = _lxc_number(text, pos + 1)
+    if minor is False:
+        return None, "device rule %r: the minor must be digits or *" % value
+    if text[pos:pos + 1] == "" or text[pos] not in _ISSPACE:
+        return None, "device rule %r: an access field must follow major:minor after exactly one blank" % value
+    access, ignored, problem = _lxc_access(text, pos + 1)
+    if problem:
+        return None, "device rule %r: %s" % (value, problem)
+    if not access:
+        return None, "device rule %r has an empty access field" % value
+    return DeviceRule(kind, family, text[0], major, minor, access, major_span, ignored=ignored), None
 
 
 class MountEntry:

@@ -163,3 +163,46 @@ def stat_dev_nodes(fsroot):
             return [], SOURCE_NONE
         return parse_ls_dev(listing), SOURCE_LS
     return [], SOURCE_NONE
+
+
+def stat_paths(fsroot, paths):
+    """``(nodes, unknown)`` for host paths outside /dev/nvidia* (nodes an admin made in a directory of their own).
+
+    The same rule as stat_dev_nodes: stat() when the root's /dev holds real character devices (a path that does not
+    exist gives no node: the caller reports it missing); else the snapshot's listing, where a path it does not
+    describe is ``unknown`` (the snapshot cannot tell).  A directory gives itself and the char nodes in it.
+    """
+    if not paths:
+        return [], []
+    if not isinstance(fsroot, FsRoot):
+        fsroot = FsRoot(fsroot)
+    nodes, unknown = [], []
+    if _dev_has_char_devices(fsroot):
+        for path in paths:
+            node = _stat_node(fsroot, path)
+            if node is None:
+                continue
+            nodes.append(node)
+            if node["type"] == "d":
+                try:
+                    names = sorted(fsroot.listdir(path))
+                except FsError:
+                    names = []
+                for name in names:
+                    sub = _stat_node(fsroot, posixpath.join(path, name))
+                    if sub is not None and sub["type"] in ("c", "b"):
+                        nodes.append(sub)
+        return nodes, unknown
+    listed = []
+    if fsroot.isfile(DEV_LS_FALLBACK):
+        try:
+            listed = parse_ls_dev(fsroot.read_text(DEV_LS_FALLBACK))
+        except FsError:
+            listed = []
+    for path in paths:
+        found = [n for n in listed if n["path"] == path or n["path"].startswith(path + "/")]
+        if found:
+            nodes.extend(n for n in found if n not in nodes)
+        else:
+            unknown.append(path)
+    return nodes, unknown

@@ -127,8 +127,10 @@ def _plan(ct, host_majors, host_nodes, known, registered, cgroup_version, source
             refusals.append("deny rule(s) for mounted NVIDIA nodes: line {}".format(", ".join(
                 str(line.line_no) for line in a.deny_hits)))
         if touches_existing and (a.unknown_mounts or a.hook_unknown):
-            refusals.append("the nodes of line(s) {} cannot be known, so the majors the CT needs are not known".format(
-                ", ".join(str(line.line_no) for line in a.unknown_mounts + [entry[0] for entry in a.hook_unknown])))
+            what = ["line %d (%s)" % (line.line_no, line.mount.norm_source) for line in a.unknown_mounts]
+            what += ["line %d (hook %s)" % (line.line_no, path) for line, path, _why in a.hook_unknown]
+            refusals.append("the nodes of {} cannot be known, so the majors the CT needs are not known".format(
+                ", ".join(what)))
         # A missing GPU, nvidiactl or nvidia-modeset node has the fixed major 195; only a missing node with a
         # dynamic major (nvidia-uvm*, nvidia-caps, ...) leaves the majors the CT needs unknown.
         unknown_major = [m for m in a.missing if not _FIXED_MAJOR.match(posixpath.basename(m["source"]))]

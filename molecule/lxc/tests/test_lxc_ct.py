@@ -20,19 +20,22 @@ def current_uvm(host):
 
 def test_each_step_saw_what_the_device_cgroup_decided(host):
     ev = evidence(host)
+    # The allow lines carry trailing comments (prepare.yml): the kernel reads the rule and ignores the rest, and the
+    # fix changes the major only, the comment stays byte for byte (issue 13).
     expected = {
         # step: (open result, host node, CT 101's uvm allow line)
-        "before-fix": ("EPERM", "509:0", "c 511:* rwm"),
-        "after-check": ("EPERM", "509:0", "c 511:* rwm"),
-        "after-fix": ("ENXIO", "509:0", "c 509:* rwm"),
-        "control-reboot": ("EPERM", "510:0", "c 509:* rwm"),
-        "reboot": ("ENXIO", "510:0", "c 510:* rwm"),
+        "before-fix": ("EPERM", "509:0", "c 511:* rwm # Die 511 anpassen"),
+        "after-check": ("EPERM", "509:0", "c 511:* rwm # Die 511 anpassen"),
+        "after-fix": ("ENXIO", "509:0", "c 509:* rwm # Die 511 anpassen"),
+        "control-reboot": ("EPERM", "510:0", "c 509:* rwm # Die 511 anpassen"),
+        "reboot": ("ENXIO", "510:0", "c 510:* rwm # Die 511 anpassen"),
     }
     for step, (result, node, allow) in expected.items():
         assert step in ev, "no evidence for step %s" % step
         seen = ev[step]
         assert (seen["result"], seen["host_node"]) == (result, node), (step, seen)
         assert "lxc.cgroup2.devices.allow: %s" % allow in seen["allow_lines"], (step, seen["allow_lines"])
+        assert "lxc.cgroup2.devices.allow: c 195:* rwm # Die 195 anpassen" in seen["allow_lines"], step
 
 
 def test_ct_is_a_real_running_lxc_container(host):
@@ -54,9 +57,10 @@ def test_the_kernel_enforces_the_ct_config(host):
     (the real-LXC pct adds the v1 twin because this machine runs cgroup v1)."""
     major = current_uvm(host)
     conf = host.file(ROOT + "/etc/pve/lxc/101.conf").content_string.split("\n[", 1)[0]
-    assert re.findall(r"^lxc\.cgroup2\.devices\.allow: c (\d+):\* rwm$", conf, re.M) == ["195", str(major)]
+    assert re.findall(r"^lxc\.cgroup2\.devices\.allow: c (\d+):\* rwm # Die (?:195|511) anpassen$", conf, re.M) == [
+        "195", str(major)]
     running = host.file(LXCPATH + "/101/config").content_string
-    assert "lxc.cgroup.devices.allow = c %d:* rwm" % major in running.splitlines()
+    assert "lxc.cgroup.devices.allow = c %d:* rwm # Die 511 anpassen" % major in running.splitlines()
     if host.file("/sys/fs/cgroup/devices").is_directory:
         pid = host.check_output("lxc-info -P %s -n 101 -p -H", LXCPATH)
         cgroup = host.check_output("sed -n 's/^[0-9]*:devices://p' /proc/%s/cgroup", pid)

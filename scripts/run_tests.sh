@@ -18,7 +18,6 @@ PY="$VENV/bin/python"
 if [[ -d /dev/shm && -w /dev/shm ]]; then
   export TMPDIR="/dev/shm/pvetune-tests-$$"
   mkdir -p "$TMPDIR"
-  trap 'rm -rf "$TMPDIR"' EXIT
 fi
 
 ALL_PHASES="static lint unit integration hardening sanity molecule lab"
@@ -28,17 +27,53 @@ timings=tests/output/timings.txt
 : > "$timings"
 failed=()
 
+# Builds only the late phases need start at once, in the background and niced: the podman images
+# (hardening, molecule) and the lab's patched QEMU and guest image. On a fresh machine their downloads and
+# compile then overlap the early phases instead of adding ~10 minutes after them. A phase that needs one
+# joins it first; if it failed, the phase's own build step runs again and reports the error.
+declare -A PREBUILD_PID PREBUILD_T0
+prebuild() {        # prebuild NAME CMD...
+  local log="tests/output/prebuild-$1.log"
+  set -m   # its own process group, so an interrupted suite stops all of it
+  nice -n 10 "${@:2}" </dev/null >"$log" 2>&1 &
+  PREBUILD_PID[$1]=$!
+  set +m
+  PREBUILD_T0[$1]=$(date +%s)
+  echo "prebuild $1: started in the background (log $log)"
+}
+join_prebuild() {   # join_prebuild NAME: wait for it, record how long it ran and how long the phase waited
+  local pid="${PREBUILD_PID[$1]:-}" rc=0 t0
+  [[ -n "$pid" ]] || return 0
+  t0=$(date +%s)
+  wait "$pid" || rc=$?
+  unset "PREBUILD_PID[$1]"
+  printf '%-12s %-6s %5ds  (waited %ds)\n' "build:$1" "$( ((rc == 0)) && echo ok || echo FAILED)" \
+    $(( $(date +%s) - PREBUILD_T0[$1] )) $(( $(date +%s) - t0 )) | tee -a "$timings"
+  ((rc == 0)) || { echo "prebuild $1 failed (rc $rc); the phase builds again. Its log ends:"; tail -20 "tests/output/prebuild-$1.log"; }
+}
+stop_prebuilds() {
+  local pid
+  for pid in "${PREBUILD_PID[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+}
+trap 'stop_prebuilds; [[ -n "${TMPDIR:-}" && "$TMPDIR" == /dev/shm/pvetune-tests-* ]] && rm -rf "$TMPDIR"' EXIT
+wants() { [[ " $PHASES " == *" $1 "* ]]; }
+if [[ $(id -u) -eq 0 && "${PVETUNE_PREBUILD:-1}" != 0 ]]; then
+  if wants hardening || wants molecule; then prebuild images scripts/build_images.sh; fi
+  if wants lab; then prebuild lab bash -c 'tests/lab/lab.sh deps && tests/lab/lab.sh build'; fi
+fi
+
 phase_static()      { "$PY" scripts/demo_fleet.py --check && "$PY" scripts/gen_docs.py --check; }
 phase_lint()        { ruff check . && ansible-lint --offline -q; }
 phase_unit()        { "$PY" -m pytest -q -p no:cacheprovider --basetemp="${TMPDIR:-/tmp}/unit" tests/unit; }
 phase_integration() { "$PY" -m pytest -q -p no:cacheprovider --basetemp="${TMPDIR:-/tmp}/integration" tests/integration; }
 # Malformed-input corpus, faults, the pmxcfs FUSE test filesystem, injection, locking, check-mode purity
 # (tests/hardening). Needs fuse3 and podman (bootstrap.sh containers) and builds the bookworm image if missing.
-phase_hardening()   { "$PY" tests/fixtures/corpus/make_corpus.py --check &&
+phase_hardening()   { join_prebuild images
+                      "$PY" tests/fixtures/corpus/make_corpus.py --check &&
                       "$PY" -m pytest -q -p no:cacheprovider --basetemp="${TMPDIR:-/tmp}/hardening" tests/hardening; }
 phase_sanity()      { scripts/ansible_test_sanity.sh; }
-phase_molecule()    { if [[ -x scripts/run_molecule.sh ]]; then scripts/run_molecule.sh; else echo "no molecule scenarios yet"; fi; }
-phase_lab()         { if [[ -x tests/lab/lab-test.sh ]]; then tests/lab/lab-test.sh; else echo "no lab test yet"; fi; }
+phase_molecule()    { join_prebuild images; if [[ -x scripts/run_molecule.sh ]]; then scripts/run_molecule.sh; else echo "no molecule scenarios yet"; fi; }
+phase_lab()         { join_prebuild lab; if [[ -x tests/lab/lab-test.sh ]]; then tests/lab/lab-test.sh; else echo "no lab test yet"; fi; }
 
 start_all=$(date +%s)
 for phase in $PHASES; do

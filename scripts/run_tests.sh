@@ -64,13 +64,13 @@ fi
 
 phase_static()      { "$PY" scripts/demo_fleet.py --check && "$PY" scripts/gen_docs.py --check; }
 phase_lint()        { ruff check . && ansible-lint --offline -q; }
-phase_unit()        { "$PY" -m pytest -q -p no:cacheprovider --basetemp="${TMPDIR:-/tmp}/unit" tests/unit; }
-phase_integration() { "$PY" -m pytest -q -p no:cacheprovider --basetemp="${TMPDIR:-/tmp}/integration" tests/integration; }
+phase_unit()        { "$PY" -m pytest -q -p no:cacheprovider --durations=8 --basetemp="${TMPDIR:-/tmp}/unit" tests/unit; }
+phase_integration() { "$PY" -m pytest -q -p no:cacheprovider --durations=8 --basetemp="${TMPDIR:-/tmp}/integration" tests/integration; }
 # Malformed-input corpus, faults, the pmxcfs FUSE test filesystem, injection, locking, check-mode purity
 # (tests/hardening). Needs fuse3 and podman (bootstrap.sh containers) and builds the bookworm image if missing.
 phase_hardening()   { join_prebuild images
                       "$PY" tests/fixtures/corpus/make_corpus.py --check &&
-                      "$PY" -m pytest -q -p no:cacheprovider --basetemp="${TMPDIR:-/tmp}/hardening" tests/hardening; }
+                      "$PY" -m pytest -q -p no:cacheprovider --durations=8 --basetemp="${TMPDIR:-/tmp}/hardening" tests/hardening; }
 phase_sanity()      { scripts/ansible_test_sanity.sh; }
 phase_molecule()    { join_prebuild images; if [[ -x scripts/run_molecule.sh ]]; then scripts/run_molecule.sh; else echo "no molecule scenarios yet"; fi; }
 phase_lab()         { join_prebuild lab; if [[ -x tests/lab/lab-test.sh ]]; then tests/lab/lab-test.sh; else echo "no lab test yet"; fi; }

@@ -113,19 +113,21 @@ def _plan(ct, host_majors, host_nodes, known, registered, cgroup_version, source
             refusals.append(f"line {a.allow_all[0].line_no} allows all devices ({a.allow_all[0].display!r}); "
                             "not rewriting")
         if a.includes:
-            refusals.append("lxc.include (line {}) may hold allow lines pvetune cannot see".format(", ".join(
-                str(line.line_no) for line in a.includes)))
+            refusals.append("lxc.include (line {}) may hold allow lines pvetune cannot see: move the NVIDIA allow "
+                            "lines of the included file into the CT config".format(", ".join(
+                                str(line.line_no) for line in a.includes)))
         # A rule LXC cannot parse (the CT does not start); v1 keys on a cgroup2 host are never read by LXC.
         refusals.extend(message for status, message in sources_mod.rule_messages(a) if status == "fail")
         if a.unparsed:
-            refusals.append("unparseable line(s) that mention devices, mounts or includes: line {}".format(
-                ", ".join(str(line.line_no) for line in a.unparsed)))
+            refusals.append("unparseable line(s) that mention devices, mounts or includes: line {} (pct drops "
+                            "them with a warning): correct or remove them".format(
+                                ", ".join(str(line.line_no) for line in a.unparsed)))
         if a.unclean:
             refusals.append("NVIDIA-related line(s) with undecodable bytes or control characters: "
                             "line {}".format(", ".join(str(line.line_no) for line in a.unclean)))
         if a.deny_hits:
-            refusals.append("deny rule(s) for mounted NVIDIA nodes: line {}".format(", ".join(
-                str(line.line_no) for line in a.deny_hits)))
+            refusals.append("deny rule(s) for mounted NVIDIA nodes: line {}; remove them or the mounts they "
+                            "deny".format(", ".join(str(line.line_no) for line in a.deny_hits)))
         if touches_existing and (a.unknown_mounts or a.hook_unknown):
             what = ["line %d (%s)" % (line.line_no, line.mount.norm_source) for line in a.unknown_mounts]
             what += ["line %d (hook %s)" % (line.line_no, path) for line, path, _why in a.hook_unknown]
@@ -142,7 +144,8 @@ def _plan(ct, host_majors, host_nodes, known, registered, cgroup_version, source
             refusals.append("no NVIDIA driver is registered in /proc/devices (driver not loaded?), so the current "
                             "majors are not known")
         if touches_existing and a.nodes_known and not a.mounts_nvidia:
-            refusals.append("the CT mounts no NVIDIA nodes, so the majors it needs are not known")
+            refusals.append("the CT mounts no NVIDIA nodes, so the majors it needs are not known: add the "
+                            "lxc.mount.entry lines of the nodes it uses")
     return edit, a, refusals + _blocking(a)
 
 

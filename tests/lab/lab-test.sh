@@ -10,7 +10,8 @@
 #   2 check-diff       fix.yml --check --diff -e pvetune_reboot_ok=true: every fix reports the change it would
 #                      make (the diff lines are checked), and nothing on either VM changed (listing,
 #                      boot_id, kernel values, no lock).
-#   3 rollout-failure  fix.yml -e pvetune_reboot_ok=true on both VMs, and a watcher that pulls the plug on
+#   3 rollout-failure  fix.yml --tags cmdline -e pvetune_reboot_ok=true on both VMs (one fix that needs a reboot is
+#                      enough to prove the stop; the full fix is phase 5), and a watcher that pulls the plug on
 #                      vm1's QEMU when its kernel restarts: the rollout stops at vm1 (record + failure
 #                      message say why) and vm2 is untouched (same listing, no lock, no manifest, no
 #                      module ran on it).
@@ -275,7 +276,8 @@ rollout_failure() {
   done
   watch_and_kill 1 >"$OUT/watcher.log" 2>&1 &
   WATCHER=$!
-  play rollout-failure fix.yml -e pvetune_reboot_ok=true -e "pvetune_kernel_version=$PIN" \
+  # Only the command-line fix (it needs the reboot): what stops the rollout is the reboot, not which fixes ran.
+  play rollout-failure fix.yml --tags cmdline -e pvetune_reboot_ok=true -e "pvetune_kernel_version=$PIN" \
     -e "pvetune_reboot_timeout=$FAIL_TIMEOUT" -e "pvetune_run_id_override=$run" || rc=$?
   local wrc=0
   kill -0 "$WATCHER" 2>/dev/null && kill "$WATCHER" 2>/dev/null   # vm1 never rebooted: stop watching

@@ -193,3 +193,11 @@ def test_collect_describes_custom_nodes_in_the_snapshot_listing(tmp_path):
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         listing = tar.extractfile("./.pvetune/dev_nvidia.ls").read().decode()
     assert "509,   0 Jan  1 00:00 /srv/nv/nvidia-uvm" in listing and "/dev/nvidia0" in listing
+
+
+def test_devn_deny_write_is_a_warning():
+    data = b"dev0: /dev/nvidia0,deny-write=1\ndev1: /dev/nvidiactl\ndev2: /dev/nvidia-uvm\n"
+    result = evaluate(data, None)
+    assert result["status"] == "warn"
+    assert any("line 1: dev0 has deny-write" in m for m in result["messages"])
+    assert evaluate(data.replace(b",deny-write=1", b""), None)["status"] == "pass"

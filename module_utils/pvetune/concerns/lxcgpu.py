@@ -448,6 +448,12 @@ def evaluate_ct(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors
     if a.mounts_nvidia and not a.nv_mounts:
         messages.append("NVIDIA devices passed with devN: entries only; Proxmox grants their current "
                         "majors at CT start")
+    # deny-write: pct grants r and denies w (LXC.pm update_lxc_config); CUDA and NVML open the nodes read-write.
+    for line in a.nv_devs:
+        if str(line.dev["options"].get("deny-write", "")).lower() in ("1", "on", "yes", "true"):
+            messages.append(f"line {line.line_no}: {line.key} has deny-write, so the CT may not write "
+                            f"{line.dev['path']} (CUDA opens NVIDIA nodes read-write): remove deny-write")
+            warn = True
     result["status"] = "fail" if fail else ("warn" if warn else "pass")
     return result
 

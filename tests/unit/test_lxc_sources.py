@@ -201,3 +201,18 @@ def test_devn_deny_write_is_a_warning():
     assert result["status"] == "warn"
     assert any("line 1: dev0 has deny-write" in m for m in result["messages"])
     assert evaluate(data.replace(b",deny-write=1", b""), None)["status"] == "pass"
+
+
+def test_blank_before_colon_is_a_line_pct_drops():
+    """parse_pct_config: an lxc.* key takes ':' right after it; 'lxc.x : y' is dropped, so LXC never reads it."""
+    data = (b"lxc.cgroup2.devices.allow: c 195:* rwm\n"
+            b"lxc.cgroup2.devices.allow : c 510:* rwm\n"
+            b"lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n"
+            b"lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n")
+    ct = parse_ct_config(data)
+    assert ct.lines[1].kind == "garbage" and ct.lines[1].rule is None and "pct drops" in ct.lines[1].problem
+    result = evaluate(data, None)
+    assert result["status"] == "fail"   # /dev/nvidia-uvm is not allowed: the 510 line never reaches LXC
+    assert any("line 2: cannot be read with certainty: pct drops this line" in m for m in result["messages"])
+    new, changes = regen(data, None)
+    assert changes[0]["action"] == "refused" and "line 2" in changes[0]["reason"]

@@ -353,6 +353,12 @@ def parse_ct_config(data, path=None):
                 warn(line, f"leading whitespace before key {key}")
             if line.separator == "=" and not key.startswith("lxc."):
                 warn(line, "Proxmox accepts 'key = value' only for lxc.* keys")
+            if key.startswith("lxc.") and line.separator == ":" and sep[:1] in (" ", "\t"):
+                # parse_pct_config wants ':' right after an lxc.* key (or blanks then '='): it drops this line
+                # with a warning, so LXC never sees it.
+                line.kind = "garbage"
+                warn(line, "pct drops this line: no blank may stand between an lxc.* key and ':'")
+                continue
             if not key.startswith("lxc."):
                 previous = seen_keys.get((section, key))
                 if previous is not None:

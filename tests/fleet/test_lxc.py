@@ -5,7 +5,9 @@ import pytest
 from ansible.module_utils.pvetune.formats.proc_devices import NVIDIA_MAJOR
 from fleetlib import proc_devices, skipped
 
-RULE = re.compile(r"^([abc])(?:\s+(\*|\d+):(\*|\d+)(?:\s+([rwm]+))?)?$")
+# As LXC and the kernel's devices.allow parser read a rule: exactly one blank between the fields, then up to three
+# access characters; what follows them (a trailing comment) is never read.
+RULE = re.compile(r"^(?:(a)|([abc]) (\*|\d+):(\*|\d+) ([rwm]{3}|[rwm]{1,2}$).*)$")
 FAMILY_KEY = {2: "lxc.cgroup2.devices.", 1: "lxc.cgroup.devices."}
 
 
@@ -127,7 +129,8 @@ def test_gpu_ct_allow_lines_match_this_boot(fleet, lxc_state):
                     if not m:
                         problems.append("CT %s: unparsable rule %s: %s" % (vmid, key, value))
                         continue
-                    kind, rmaj, rmin, acc = m.group(1), m.group(2) or "*", m.group(3) or "*", m.group(4) or "rwm"
+                    kind = m.group(1) or m.group(2)
+                    rmaj, rmin, acc = m.group(3) or "*", m.group(4) or "*", m.group(5) or "rwm"
                     rules.append(("allow" if key.endswith("allow") else "deny", kind, rmaj, rmin, acc))
                     if (key.endswith("allow") and kind == "c" and rmaj != "*" and int(rmaj) != NVIDIA_MAJOR
                             and int(rmaj) not in registered):

@@ -40,6 +40,7 @@ from ansible.module_utils.pvetune.formats.ct_config import (
     KEY_MOUNT,
     ct_config_name,
     parse_ct_config,
+    pve_bool,
 )
 from ansible.module_utils.pvetune.formats.proc_devices import DYNAMIC_CHAR_MAJORS, NVIDIA_MAJOR, _char_table
 
@@ -164,6 +165,7 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
     a.includes = [line for line in main if line.key == KEY_INCLUDE]
     a.hook_texts = sources.get("hooks") or {}
     a.hook_made, a.hook_unknown, a.hooks = sources_mod.hook_analysis(ct, a.hook_texts)
+    a.hook_literal = [n for n in a.hook_made if n["literal"]]   # nodes with a major written into the script
     a.families_present = {line.rule.family for line in a.rules} | {
         DEVICE_KEYS[line.key][0] for line in a.bad_rule_lines}
     # Lines we cannot read with certainty but which matter for NVIDIA.
@@ -183,23 +185,22 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
         if line in a.unknown_mounts:
             continue
         found = _nodes_for_source(a, line.mount.norm_source)
-        if found is not None and not line.mount.norm_source.startswith("/dev/"):
-            a.stale_nodes.extend(sources_mod.stale_custom(a, line, found))
+        stale = sources_mod.stale_custom(a, line, found) if found and not line.mount.norm_source.startswith(
+            "/dev/") else []
+        a.stale_nodes.extend(stale)
         if found is None:
             optional = line.mount.optional
             a.missing.append({"line_no": line.line_no, "key": line.key, "source": line.mount.norm_source,
                               "optional": optional, "aborts_start": not optional, "text": line.display})
             continue
-        stale_paths = {n["source"] for n in a.stale_nodes}
+        stale_paths = {n["source"] for n in stale}
         for node in found:
             if node["path"] not in stale_paths:
                 a.mount_used.setdefault(node["path"], node)
     # Nodes a hook makes with a literal major: what the CT gets at start (stale when not the host's node's).
     a.stale_hook_nodes = []
-    for node in a.hook_made if a.nodes_known else ():
+    for node in a.hook_literal if a.nodes_known else ():
         host = a.char_nodes.get(node["ct_path"])
-        if not node["literal"]:
-            continue
         if host is not None and (host["major"], host["minor"]) != (node["major"], node["minor"]):
             a.stale_hook_nodes.append(dict(node, host_major=host["major"], host_minor=host["minor"]))
         elif node["minor"] is not None:
@@ -214,7 +215,7 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
             continue
         for node in found:
             a.dev_used.setdefault(node["path"], node)
-    a.mounts_nvidia = bool(a.nv_mounts or a.nv_devs or any(n["literal"] for n in a.hook_made))
+    a.mounts_nvidia = bool(a.nv_mounts or a.nv_devs or a.hook_literal)
     a.usage_known = a.mounts_nvidia and a.nodes_known   # we know which NVIDIA majors the CT needs
     a.used_majors = {n["major"] for n in a.mount_used.values()} | {n["major"] for n in a.dev_used.values()}
     # CUDA control nodes a CT that mounts a GPU needs but does not mount (regenerate() adds them).
@@ -284,7 +285,7 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
 def _allow_moot(ct, a):
     """Why the CT's allow lines have no effect, or None (the list is an allow-list)."""
     flag = [line.value for line in ct.main_lines() if line.kind == "kv" and line.key == "unprivileged"]
-    if flag and flag[-1].strip().lower() in ("1", "yes", "on", "true"):
+    if flag and pve_bool(flag[-1]):
         return ("unprivileged CT: Proxmox VE 7+ starts its device list as allow-all (lxc-pve-userns.conf: "
                 "lxc.cgroup2.devices.allow = a), so LXC skips its allow lines")
     bare = [line for line in a.rules if line.rule.family in a.families and line.rule.all
@@ -377,7 +378,7 @@ def evaluate_ct(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors
         result["status"] = "skip"
         messages.append("CT passes no NVIDIA devices")
         return result
-    if a.hooks and not a.mounts_nvidia and not a.rules and not any(n["literal"] for n in a.hook_made):
+    if a.hooks and not a.mounts_nvidia and not a.rules:
         result["status"] = "skip"
         where = ", ".join(f"line {line.line_no}" for line in a.hooks)
         messages.append(f"NVIDIA devices come from an LXC hook ({where}); the hook sets up nodes and cgroup "
@@ -450,7 +451,7 @@ def evaluate_ct(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors
                         "majors at CT start")
     # deny-write: pct grants r and denies w (LXC.pm update_lxc_config); CUDA and NVML open the nodes read-write.
     for line in a.nv_devs:
-        if str(line.dev["options"].get("deny-write", "")).lower() in ("1", "on", "yes", "true"):
+        if pve_bool(line.dev["options"].get("deny-write")):
             messages.append(f"line {line.line_no}: {line.key} has deny-write, so the CT may not write "
                             f"{line.dev['path']} (CUDA opens NVIDIA nodes read-write): remove deny-write")
             warn = True

@@ -239,7 +239,7 @@ def uses_node(ct, path):
     return any(path in (ct_path, source) for ct_path, source in _ct_nodes(ct))
 
 
-def running_rules_uncovered(fsroot, ctid, ct, host, cgroup_version):
+def running_rules_uncovered(fsroot, ctid, ct, host, cgroup_version, sources=None):
     """Nodes the CT uses that the device rules it was *started* with do not cover.
 
     Proxmox writes the LXC config of every start to /var/lib/lxc/<id>/config
@@ -256,8 +256,7 @@ def running_rules_uncovered(fsroot, ctid, ct, host, cgroup_version):
         return None
     running = parse_ct_config(data, RUNNING_CONFIG % ctid)
     # lxcgpu's analysis gives the nodes the CT uses with their current majors.
-    analysis = _analyze(ct, host["majors"], host["nodes"], {}, host["devices"], cgroup_version,
-                        read_ct_sources(fsroot, ct))
+    analysis = _analyze(ct, host["majors"], host["nodes"], {}, host["devices"], cgroup_version, sources)
     used = dict(analysis.mount_used)
     used.update(analysis.dev_used)
     rules = [line.rule for line in running.main_lines()
@@ -289,9 +288,10 @@ def plan_ct(fsroot, ctid, path, host, known, cgroup_version, changes):
     data = fsroot.read_bytes(path)
     ct = parse_ct_config(data, path)
     item["_ct"] = ct
+    item["_sources"] = read_ct_sources(fsroot, ct)   # once per CT: the plan and the restart decision use it
     new, edits = regenerate(ct, host["majors"], host["nodes"], known_nvidia_majors=known,
                             char_majors_registered=host["devices"], cgroup_version=cgroup_version,
-                            sources=read_ct_sources(fsroot, ct))
+                            sources=item["_sources"])
     refused = [e for e in edits if e["action"] == "refused"]
     if refused:
         item.update(status=REFUSED, reason=refused[0]["reason"], lines=diff_lines(edits))
@@ -370,7 +370,8 @@ def decide_restarts(fsroot, runner, items, host, cgroup_version, skipped_command
         ct = item.get("_new") or item.get("_ct")
         stale_running = None
         if ct is not None and not item["changed"]:
-            stale_running = running_rules_uncovered(fsroot, item["ctid"], ct, host, cgroup_version)
+            stale_running = running_rules_uncovered(fsroot, item["ctid"], ct, host, cgroup_version,
+                                                    item.get("_sources"))
             if not stale_running:
                 continue
         if pct_missing:

@@ -305,9 +305,10 @@ def regenerate(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors_
     removals), or the result would not be a fixed point.  Idempotent.
     """
     original = ct.to_bytes()
-    edit, _unused, refusals = _plan(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_registered,
-                                    cgroup_version, sources)
-    if not edit.changes and not (refusals and _blocking(_unused)):
+    edit, analysis, refusals = _plan(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_registered,
+                                     cgroup_version, sources)
+    # No edit, but a node the CT gets is stale where it is made: say what to do (refused), not "nothing to do".
+    if not edit.changes and not _blocking(analysis):
         return original, []
     if refusals:
         return original, [{"action": "refused", "line_no": None, "after_line": None, "old": None, "new": None,

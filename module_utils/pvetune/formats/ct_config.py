@@ -106,6 +106,11 @@ def _lxc_number(value, pos):
     return int(value[pos:end]), end
 
 
+def pve_bool(value):
+    """A Proxmox boolean option value (pve-common parse_boolean: 1/on/yes/true, any case) as True/False."""
+    return str(value or "").strip().lower() in ("1", "on", "yes", "true")
+
+
 def parse_device_rule(value, kind="allow", family="v2"):
     """``(DeviceRule, None)`` or ``(None, problem)`` for a devices.allow/deny value, read as LXC reads it.
 

@@ -139,30 +139,40 @@ def stat_dev_nodes(fsroot):
     except FsError:
         names = []
     for name in names:
-        if not name.startswith("nvidia"):
-            continue
-        node = _stat_node(fsroot, "/dev/" + name)
-        if node is None:
-            continue
-        nodes.append(node)
-        if node["type"] == "d":
-            try:
-                sub_names = fsroot.listdir(node["path"])
-            except FsError:
-                sub_names = []
-            for sub in sub_names:
-                sub_node = _stat_node(fsroot, node["path"] + "/" + sub)
-                if sub_node is not None and sub_node["type"] in ("c", "b"):
-                    nodes.append(sub_node)
+        if name.startswith("nvidia"):
+            nodes.extend(_stat_tree(fsroot, "/dev/" + name))
     if any(n["type"] == "c" for n in nodes) or _dev_has_char_devices(fsroot):
         return sorted(nodes, key=lambda n: n["path"]), SOURCE_STAT
-    if fsroot.isfile(DEV_LS_FALLBACK):
+    listed = _listing(fsroot)
+    return (listed, SOURCE_LS) if listed is not None else ([], SOURCE_NONE)
+
+
+def _stat_tree(fsroot, host_path):
+    """The node at ``host_path`` and, for a directory, the device nodes in it ([] when it does not exist)."""
+    node = _stat_node(fsroot, host_path)
+    if node is None:
+        return []
+    out = [node]
+    if node["type"] == "d":
         try:
-            listing = fsroot.read_text(DEV_LS_FALLBACK)
+            names = fsroot.listdir(host_path)
         except FsError:
-            return [], SOURCE_NONE
-        return parse_ls_dev(listing), SOURCE_LS
-    return [], SOURCE_NONE
+            names = []
+        for name in names:
+            sub = _stat_node(fsroot, posixpath.join(host_path, name))
+            if sub is not None and sub["type"] in ("c", "b"):
+                out.append(sub)
+    return out
+
+
+def _listing(fsroot):
+    """The snapshot's ``ls -l`` listing of device nodes, parsed; None when the root has none."""
+    if not fsroot.isfile(DEV_LS_FALLBACK):
+        return None
+    try:
+        return parse_ls_dev(fsroot.read_text(DEV_LS_FALLBACK))
+    except FsError:
+        return None
 
 
 def stat_paths(fsroot, paths):
@@ -179,26 +189,9 @@ def stat_paths(fsroot, paths):
     nodes, unknown = [], []
     if _dev_has_char_devices(fsroot):
         for path in paths:
-            node = _stat_node(fsroot, path)
-            if node is None:
-                continue
-            nodes.append(node)
-            if node["type"] == "d":
-                try:
-                    names = sorted(fsroot.listdir(path))
-                except FsError:
-                    names = []
-                for name in names:
-                    sub = _stat_node(fsroot, posixpath.join(path, name))
-                    if sub is not None and sub["type"] in ("c", "b"):
-                        nodes.append(sub)
+            nodes.extend(_stat_tree(fsroot, path))
         return nodes, unknown
-    listed = []
-    if fsroot.isfile(DEV_LS_FALLBACK):
-        try:
-            listed = parse_ls_dev(fsroot.read_text(DEV_LS_FALLBACK))
-        except FsError:
-            listed = []
+    listed = _listing(fsroot) or []
     for path in paths:
         found = [n for n in listed if n["path"] == path or n["path"].startswith(path + "/")]
         if found:

@@ -2,7 +2,8 @@
 """Micro-benchmark of the facts module on a large synthetic host.
 
 The host (bench/synth_host.py): 2 sockets x 64 cores x 2 threads = 256 CPUs with
-3 cpuidle states each, 8 GPUs and their root-port bridges, 40 CT configs.
+3 cpuidle states each, 8 GPUs behind 4 PCIe switches (root ports, upstream and downstream ports), 40 CT
+configs.
 
 - in process: what one pvetune_facts call does after argument parsing
   (merge_policy, FsRoot, gather, evaluate, summarize), a fresh FsRoot per call,

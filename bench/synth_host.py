@@ -2,7 +2,7 @@
 """Build the large synthetic host for the facts-module micro-benchmark.
 
 2 sockets x 64 cores x 2 threads = 256 CPUs (cpufreq policy and 3 cpuidle states
-each), 8 NVIDIA GPUs behind their root-port bridges, 40 Proxmox CT configs.
+each), 8 NVIDIA GPUs behind 4 PCIe switches (pve-gpu04's layout), 40 Proxmox CT configs.
 
 Reuses scripts/demo_fleet.py's building blocks (Tree, write_host, the CT config
 writers, pve-gpu01's host spec: the "before the fix" case, so every check has
@@ -36,7 +36,8 @@ def build(dest):
     if os.path.lexists(dest):
         shutil.rmtree(dest)
     os.makedirs(dest)
-    spec = dict(demo_fleet.HOSTS["pve-gpu01"])
+    # pve-gpu04's PCIe side (8 GPUs behind 4 switches: 16 bridges with ACS, Resizable BAR, pci.ids names).
+    spec = dict(demo_fleet.HOSTS["pve-gpu04"])
     saved = (demo_fleet.cpu_socket, demo_fleet.write_cpu_sysfs, demo_fleet.cpuinfo)
     orig_write_cpu, orig_cpuinfo = demo_fleet.write_cpu_sysfs, demo_fleet.cpuinfo
     try:

@@ -38,7 +38,8 @@ options:
     description:
       - Settings per subcommand, written as C(/etc/pvetune/<subcommand>.json).
       - C(cpufreq) takes C(amd_pstate_mode), C(governor), C(epp); C(pcie-mrrs) takes C(mrrs), C(vendor),
-        C(class_prefix), C(bdfs); C(lxc-gpu) takes C(ctids), C(cgroup_version), C(wait_seconds).
+        C(class_prefix), C(bdfs), C(acs_ports) (the switch ports whose ACS redirect bits it clears);
+        C(lxc-gpu) takes C(ctids), C(cgroup_version), C(wait_seconds).
       - Each is validated the way the boot helper will read it.
     type: dict
     required: true
@@ -110,14 +111,14 @@ from ansible.module_utils.pvetune import (  # noqa: F401  pylint: disable=unused
     boothelper,
     bootunits,
 )
-from ansible.module_utils.pvetune.concerns import cpufreq_fix, lxcgpu_boot, lxcgpu_fix, pcie_fix
+from ansible.module_utils.pvetune.concerns import cpufreq_fix, lxcgpu_boot, lxcgpu_fix, pcie_acs_fix
 from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet, WriteFailed
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.core.runner import RunFailed, Runner, run_or_restore
 
 VALIDATORS = {
     "cpufreq": cpufreq_fix.validate_config,
-    "pcie-mrrs": pcie_fix.validate_config,
+    "pcie-mrrs": pcie_acs_fix.validate_boot_config,
     "lxc-gpu": lxcgpu_boot.validate_boot_config,
 }
 

@@ -12,6 +12,9 @@ chains (build_config), /proc files, /etc files and Proxmox CT configs.
   pve-gpu02  the same host after the fix, booted with systemd-boot (ZFS on UEFI)
   pve-gpu03  half done: boot args and kernel pin configured but not rebooted,
              amd-pstate in passive mode
+  pve-gpu04  the PCIe side: 8 GPUs behind 4 PCIe switches (Broadcom PEX890xx ids, the capability chain of
+             the real PLX PEX 8747/8749 ports), ACS redirect set on the switch ports, GPU 5's BAR1 at 256MB of
+             128GB, the IOMMU translating (DMA); CPU, kernel, sysctl and CTs right
   pve-gpu05  an Intel host: 2x Xeon Platinum 8460H (160 CPUs), the same 8 GPUs, GRUB;
              kernel, sysctl, PCIe and CTs right, but intel_pstate in powersave with EPP
              balance_performance and intel_idle with C1E and C6 enabled (cpuinfo, cpufreq and
@@ -169,13 +172,42 @@ HOSTS = {
                    ("C2", "ACPI IOPORT 0x814", 400, 800)],
         "cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.8.12-4-pve root=/dev/mapper/pve-root ro quiet amd_pstate=passive",
         "grub_default_args": "quiet amd_pstate=passive",
-        "grub_dropin": "amd_pstate=active processor.max_cstate=1",
+        "grub_dropin": "amd_pstate=active processor.max_cstate=1 iommu=pt",
         **FIXED_RUNTIME,
         "uvm_major": 511, "caps_major": 510, "nvlink_major": 509,
         "ct_uvm_major": 511,
         "iommu": "DMA-FQ",
         "persistence": True,
         "pin": "6.14.8-2-pve",
+    },
+    "pve-gpu04": {
+        "state": "pcie",
+        "cpu": "epyc",
+        "kernel": "6.14.8-2-pve",
+        "installed": ["6.14.8-2-pve", "6.8.12-4-pve"],
+        "loader": "grub",
+        "cpufreq": "amd-pstate-epp",
+        "amd_pstate_status": "active",
+        "governor": "performance",
+        "epp": "performance",
+        "max_cstate": "1",
+        "states": [("POLL", "CPUIDLE CORE POLL IDLE", 0, 0), ("C1", "ACPI FFH MWAIT 0x0", 1, 2)],
+        "cmdline": ("BOOT_IMAGE=/boot/vmlinuz-6.14.8-2-pve root=/dev/mapper/pve-root ro quiet amd_pstate=active "
+                    "processor.max_cstate=1"),
+        "grub_default_args": "quiet amd_pstate=active processor.max_cstate=1",
+        "grub_dropin": None,
+        **FIXED_RUNTIME,
+        "uvm_major": 510, "caps_major": 509, "nvlink_major": 508,
+        "ct_uvm_major": 510,
+        # The IOMMU translates (no iommu=pt), and with it on the kernel set ACS SrcValid, ReqRedir, CmpltRedir and
+        # UpstreamFwd on every port (pci_std_enable_acs): NCCL's P2P between the two GPUs of a switch goes to the
+        # root complex. GPU 5's firmware left BAR1 at 256MB (Resizable BAR off for that slot).
+        "iommu": "DMA",
+        "switches": True,
+        "switch_acs": 0x001D,
+        "small_bar1": {5: 256 << 20},
+        "persistence": True,
+        "pin": None,
     },
     "pve-gpu05": {
         "state": "intel",
@@ -330,7 +362,9 @@ def dev_listing(spec):
 
 def nvidia_smi_q(spec):
     gpus = []
-    for idx, (_root_bus, _port, bus) in enumerate(GPU_SLOTS):
+    for idx, _node, path in pci_topology(spec):
+        bus = path[-1][0][5:7]
+        bar1 = gpu_bar1(spec, idx) >> 20
         gpus.append("\n".join([
             "GPU 00000000:%s:00.0" % bus.upper(),
             "    Product Name                          : NVIDIA RTX PRO 6000 Blackwell Server Edition",
@@ -346,6 +380,15 @@ def nvidia_smi_q(spec):
             "        Domain                            : 0x0000",
             "        Device Id                         : 0x2BB510DE",
             "        Bus Id                            : 00000000:%s:00.0" % bus.upper(),
+            "    FB Memory Usage",
+            "        Total                             : 97887 MiB",
+            "        Reserved                          : 599 MiB",
+            "        Used                              : 0 MiB",
+            "        Free                              : 97288 MiB",
+            "    BAR1 Memory Usage",
+            "        Total                             : %d MiB" % bar1,
+            "        Used                              : 2 MiB",
+            "        Free                              : %d MiB" % (bar1 - 2),
         ]))
     head = ["", "==============NVSMI LOG==============", "",
             "Timestamp                                 : Thu Nov 20 09:30:00 2026",
@@ -469,48 +512,113 @@ def write_xeon_cpu(t, spec, cpu, cdir, pdir, policy0, idle0):
             t.write(cdir + "/cpuidle/" + name, value + "\n")
 
 
+PCI_IDS_EXCERPT = os.path.join(TOP, "tests", "fixtures", "realdata", "pci_ids", "pci.ids.excerpt")
+# pve-gpu04: four Broadcom PEX890xx switches, two GPUs behind each: root port -> upstream port (bus+1, 00.0) ->
+# downstream ports 08.0 and 10.0 (bus+2) -> a GPU on each (bus+3, bus+4).
+SWITCH_ID = (0x1000, 0xC030)
+SWITCH_ROOTS = ["00", "20", "80", "a0"]
+
+
+def pci_topology(spec):
+    """[(gpu index, [(bdf, dir, kind, config bytes, numa node)] from the root port down to the GPU)]."""
+    port_id = ROOT_PORT_ID[spec["cpu"]]
+    out = []
+    if spec.get("switches"):
+        for sw, root_bus in enumerate(SWITCH_ROOTS):
+            node, rb = 0 if sw < 2 else 1, int(root_bus, 16)
+            rp = ("0000:%s:01.1" % root_bus, "rp", build_config(
+                port_id[0], port_id[1], 0x060400, header_type=1, mrrs=512, mps=256, devcap_mps=512,
+                lnkcap=("32GT/s", 16), buses=(rb, rb + 1, rb + 4), acs_ctrl=spec["switch_acs"]))
+            usp = ("0000:%02x:00.0" % (rb + 1), "usp", build_config(
+                SWITCH_ID[0], SWITCH_ID[1], 0x060400, header_type=1, pcie_type=5, switch=True, mrrs=512,
+                devcap_mps=512, buses=(rb + 1, rb + 2, rb + 4)))
+            for k, dev in enumerate(("08.0", "10.0")):
+                idx, gbus = sw * 2 + k, rb + 3 + k
+                dsp = ("0000:%02x:%s" % (rb + 2, dev), "dsp", build_config(
+                    SWITCH_ID[0], SWITCH_ID[1], 0x060400, header_type=1, pcie_type=6, switch=True, mrrs=512,
+                    devcap_mps=512, buses=(rb + 2, gbus, gbus), acs_ctrl=spec["switch_acs"]))
+                gpu = ("0000:%02x:00.0" % gbus, "gpu", gpu_config(spec, idx, rb, gbus))
+                out.append((idx, node, [rp, usp, dsp, gpu]))
+        return out
+    for idx, (root_bus, port, bus) in enumerate(GPU_SLOTS):
+        speed, width = spec["lnksta"][idx]
+        rb, gb = int(root_bus, 16), int(bus, 16)
+        rp = ("0000:%s:%s" % (root_bus, port), "rp", build_config(
+            port_id[0], port_id[1], 0x060400, header_type=1, mrrs=512, mps=256, devcap_mps=512,
+            lnkcap=("32GT/s", 16), lnksta=(speed, width), buses=(rb, gb, gb)))
+        out.append((idx, 0 if idx < 4 else 1, [rp, ("0000:%s:00.0" % bus, "gpu", gpu_config(spec, idx, rb, gb))]))
+    return out
+
+
+def gpu_config(spec, idx, root_bus, bus):
+    speed, width = spec["lnksta"][idx]
+    return build_config(0x10DE, GPU_DEVICE_ID, 0x030200, mrrs=spec["mrrs"], mps=256, devcap_mps=256,
+                        lnkcap=("32GT/s", 16), lnksta=(speed, width), subsystem=GPU_SUBSYS,
+                        buses=(root_bus, bus, bus), bar1=(gpu_bar1(spec, idx), 128 << 30))
+
+
+def gpu_bar1(spec, idx):
+    return (spec.get("small_bar1") or {}).get(idx, 128 << 30)
+
+
+def resource_file(idx, bar1):
+    """sysfs resource of a GPU: BAR0 16M, BAR1 (64-bit prefetchable, above 4G when large), BAR3 32M, BAR5 I/O,
+    the ROM, then the six SR-IOV lines (zero)."""
+    zero = "0x%016x 0x%016x 0x%016x" % (0, 0, 0)
+    base1 = 0x20000000000 + idx * (256 << 30) if bar1 > (256 << 20) else 0xd0000000
+    lines = ["0x%016x 0x%016x 0x%016x" % (0xf2000000 + idx * 0x2000000, 0xf2ffffff + idx * 0x2000000, 0x40200),
+             "0x%016x 0x%016x 0x%016x" % (base1, base1 + bar1 - 1, 0x14220c), zero,
+             "0x%016x 0x%016x 0x%016x" % (0x30000000000 + idx * (32 << 20), 0x30000000000 + (idx + 1) * (32 << 20) - 1,
+                                          0x14220c), zero,
+             "0x%016x 0x%016x 0x%016x" % (0x2000 + idx * 0x1000, 0x207f + idx * 0x1000, 0x40101),
+             "0x%016x 0x%016x 0x%016x" % (0xf3000000 + idx * 0x2000000, 0xf307ffff + idx * 0x2000000, 0x46200)]
+    return "\n".join(lines + [zero] * 6) + "\n"
+
+
 def write_pci_sysfs(t, spec):
     # Git keeps no empty directories: every directory of the tree holds a file, as in real sysfs.
     for drv in ("nvidia", "pcieport"):
         t.write("/sys/bus/pci/drivers/%s/uevent" % drv, "")
     t.link("/sys/bus/pci/drivers/nvidia/module", "../../../../module/nvidia")
-    for idx, (root_bus, port, bus) in enumerate(GPU_SLOTS):
-        node = 0 if idx < 4 else 1
-        rp_bdf = "0000:%s:%s" % (root_bus, port)
-        gpu_bdf = "0000:%s:00.0" % bus
-        rp_dir = "/sys/devices/pci0000:%s/%s" % (root_bus, rp_bdf)
-        gpu_dir = "%s/%s" % (rp_dir, gpu_bdf)
+    with open(PCI_IDS_EXCERPT) as handle:
+        t.write("/usr/share/misc/pci.ids", handle.read())
+    seen = set()
+    for idx, node, path in pci_topology(spec):
         speed, width = spec["lnksta"][idx]
-        port_id = ROOT_PORT_ID[spec["cpu"]]
-        rp_cfg = build_config(port_id[0], port_id[1], 0x060400, header_type=1, mrrs=512, mps=256,
-                              devcap_mps=512, lnkcap=("32GT/s", 16), lnksta=(speed, width),
-                              buses=(int(root_bus, 16), int(bus, 16), int(bus, 16)))
-        gpu_cfg = build_config(0x10DE, GPU_DEVICE_ID, 0x030200, mrrs=spec["mrrs"], mps=256, devcap_mps=256,
-                               lnkcap=("32GT/s", 16), lnksta=(speed, width), subsystem=GPU_SUBSYS,
-                               buses=(int(root_bus, 16), int(bus, 16), int(bus, 16)))
-        for ddir, cfg, vendor, device, cls, driver in (
-                (rp_dir, rp_cfg, port_id[0], port_id[1], 0x060400, "pcieport"),
-                (gpu_dir, gpu_cfg, 0x10DE, GPU_DEVICE_ID, 0x030200, "nvidia")):
+        ddir = "/sys/devices/pci0000:%s" % path[0][0][5:7]
+        for bdf, kind, cfg in path:
+            ddir += "/" + bdf
+            if bdf in seen:
+                continue
+            seen.add(bdf)
+            gpu = kind == "gpu"
+            vendor, device = (0x10DE, GPU_DEVICE_ID) if gpu else (
+                SWITCH_ID if kind in ("usp", "dsp") else ROOT_PORT_ID[spec["cpu"]])
+            cls, driver = (0x030200, "nvidia") if gpu else (0x060400, "pcieport")
             t.write(ddir + "/config", cfg)
             t.write(ddir + "/vendor", "0x%04x\n" % vendor)
             t.write(ddir + "/device", "0x%04x\n" % device)
             t.write(ddir + "/class", "0x%06x\n" % cls)
-            t.write(ddir + "/revision", "0xa1\n" if driver == "nvidia" else "0x01\n")
+            t.write(ddir + "/revision", "0xa1\n" if gpu else "0x01\n")
             t.write(ddir + "/numa_node", "%d\n" % node)
             t.write(ddir + "/local_cpulist", "%s\n" % node_cpulist(spec, node))
-            t.write(ddir + "/irq", "%d\n" % (150 + idx * 2 + (driver == "nvidia")))
+            t.write(ddir + "/irq", "%d\n" % (150 + idx * 4 + len(seen) % 4))
             t.write(ddir + "/enable", "1\n")
-            t.write(ddir + "/resource", "")
-            sp = {"2.5GT/s": "2.5 GT/s PCIe", "32GT/s": "32.0 GT/s PCIe"}[speed]
+            t.write(ddir + "/resource", resource_file(idx, gpu_bar1(spec, idx)) if gpu else "")
+            sp = {"2.5GT/s": "2.5 GT/s PCIe", "32GT/s": "32.0 GT/s PCIe"}[speed if gpu or kind == "rp" else "32GT/s"]
             t.write(ddir + "/current_link_speed", sp + "\n")
-            t.write(ddir + "/current_link_width", "%d\n" % width)
+            t.write(ddir + "/current_link_width", "%d\n" % (width if gpu or kind == "rp" else 16))
             t.write(ddir + "/max_link_speed", "32.0 GT/s PCIe\n")
             t.write(ddir + "/max_link_width", "16\n")
-            if driver == "nvidia":
+            if gpu:
                 t.write(ddir + "/subsystem_vendor", "0x%04x\n" % GPU_SUBSYS[0])
                 t.write(ddir + "/subsystem_device", "0x%04x\n" % GPU_SUBSYS[1])
+                group = 32 + idx
+                t.link(ddir + "/iommu_group", os.path.relpath("/sys/kernel/iommu_groups/%d" % group, ddir))
+                t.link("/sys/kernel/iommu_groups/%d/devices/%s" % (group, bdf),
+                       os.path.relpath(ddir, "/sys/kernel/iommu_groups/%d/devices" % group))
+                t.write("/sys/kernel/iommu_groups/%d/type" % group, spec["iommu"] + "\n")
             t.link(ddir + "/driver", os.path.relpath("/sys/bus/pci/drivers/%s" % driver, ddir))
-        for bdf, ddir in ((rp_bdf, rp_dir), (gpu_bdf, gpu_dir)):
             t.link("/sys/bus/pci/devices/%s" % bdf, "../../..%s" % ddir[len("/sys"):])
 
 
@@ -692,6 +800,7 @@ FIXED_CONFIGS = {
 """,
     "/etc/pvetune/pcie-mrrs.json": """\
 {
+  "acs_ports": [],
   "bdfs": [],
   "class_prefix": "0x03",
   "mrrs": 4096,
@@ -734,6 +843,8 @@ WantedBy=multi-user.target
 # Managed by pvetune (fix.yml); rollback.yml removes this unit.
 # Re-applies the PCIe Max Read Request Size of the NVIDIA functions from /etc/pvetune/pcie-mrrs.json
 # at boot: Device Control resets to the firmware default on every boot (and on a function reset).
+# It also clears the ACS redirect bits of the switch ports in acs_ports (the kernel sets ACS when it
+# enumerates them with an IOMMU on), leaving any port with a vfio-pci device in its switch as it is.
 # The NVIDIA driver is bound by udev coldplug / modules-load and its probe (and nvidia-persistenced
 # initialising the GPUs) may reconfigure the function: run after those, before any guest starts.
 # systemd-udev-settle is only ordered against (After=, no Wants=).

@@ -93,6 +93,18 @@ POLICY_DOCS = {
     "pcie_class_prefix": ("PCI class prefix of those functions (`0x03`: display controllers).",
                           "`0x` and 2-6 lower-case hex digits (like `0x03` or `0x0302`)",
                           ["pcie.mrrs", "pcie.link", "nvidia.driver"]),
+    "gpu_p2p": ("GPU peer-to-peer through PCIe switches: `auto` fails ACS redirect bits on the switch ports "
+                "between two GPUs (ports with a vfio-pci device in their switch skip), `ignore` skips pcie.acs.",
+                "`auto` or `ignore`",
+                ["pcie.acs"]),
+    "pcie_acs_fix": ("Let fix.yml (tag pcie) clear the ACS redirect bits pcie.acs fails on, with a masked setpci "
+                     "write, re-applied at every boot; off by default because it changes IOMMU isolation.",
+                     "`true` or `false`",
+                     ["pcie.acs"]),
+    "iommu_passthrough": ("Host-owned GPUs must sit in identity IOMMU domains: iommu.mode fails translated ones and "
+                          "boot.cmdline then requires `iommu=pt`.",
+                          "`true` or `false`",
+                          ["iommu.mode", "boot.cmdline"]),
     "kernel_series": ("Kernel series the host should run (and boot next); empty disables kernel.version.",
                       "`<major>.<minor>` (1-2 and 1-3 digits, like `6.14`) or the empty string",
                       ["kernel.version"]),

@@ -70,7 +70,8 @@ def is_nvidia_gpu(fn):
 def build_config(vendor_id, device_id, class_code, mrrs=512, mps=256, devcap_mps=512,
                  lnkcap=("32GT/s", 16), lnksta=("32GT/s", 16), size=4096, header_type=0,
                  extra=None, subsystem=None, revision=0xA1, multifunction=None, pcie_type=None,
-                 devctl_flags=None, buses=(0x40, 0x41, 0x41)):
+                 devctl_flags=None, buses=(0x40, 0x41, 0x41), bar1=(128 << 30, 128 << 30), acs_ctrl=0x0001,
+                 switch=False):
     """Build a realistic binary config space for test trees and the demo fleet.
 
     The layout is modelled on real dumps (tests/fixtures/realdata/SOURCES.md):
@@ -84,7 +85,9 @@ def build_config(vendor_id, device_id, class_code, mrrs=512, mps=256, devcap_mps
       CorrErr+ NonFatalErr+ FatalErr+ RlxdOrd+ ExtTag+ (GA102/A100/TU104) unless
       ``devctl_flags`` is given.  Extended capabilities: Virtual Channel 0x100 -> LTR 0x250
       -> L1 PM Substates 0x258 -> Power Budgeting 0x128 -> AER 0x420 -> vendor-specific
-      0x600 -> Secondary PCIe 0x900 -> Resizable BAR 0xbb0, then, for 16GT/s and faster
+      0x600 -> Secondary PCIe 0x900 -> Resizable BAR 0xbb0 (three entries as lspci -vvv shows them on RTX A6000
+      and RTX 6000 Ada, tests/fixtures/realdata/lspci: BAR 0 16MB, BAR 1 from 64MB up, BAR 3 32MB; ``bar1`` =
+      (current, largest supported) in bytes), then, for 16GT/s and faster
       links, Physical Layer 16GT/s 0xc1c -> Lane Margining 0xd00 -> Data Link Feature
       0xe00, and for 32GT/s and faster Physical Layer 32GT/s 0xe10.  The Blackwell
       specifics (a 32GT/s capability at 0xe10) are an extrapolation, not a captured dump.
@@ -101,7 +104,12 @@ def build_config(vendor_id, device_id, class_code, mrrs=512, mps=256, devcap_mps
       Secondary PCIe 0x270 -> ACS 0x2a0 -> L1 PM Substates 0x370 -> DPC 0x380, then Data
       Link Feature 0x400 -> Physical Layer 16GT/s 0x410 -> Lane Margining 0x440 (16GT/s+)
       and Physical Layer 32GT/s 0x470 (32GT/s+).  ``pcie_type`` 5/6 give switch ports.
-      ``buses`` = (primary, secondary, subordinate).
+      ``buses`` = (primary, secondary, subordinate); ``acs_ctrl`` is the ACS Control word.
+    * ``switch=True`` (with header_type=1, pcie_type 5 or 6): a PCIe switch port with the chain of the PLX PEX
+      8747/8749 ports of tests/fixtures/realdata/lspci (linuxhw X11DPG-OT, N1SDP): PM 0x40 -> MSI 0x48 -> PCI
+      Express 0x68 -> subsystem 0xa4; extended: serial number 0x100 -> AER 0xfb4 -> Power Budgeting 0x138 ->
+      Secondary PCIe 0x10c -> VC 0x148 -> Multicast 0xe00 -> then ACS 0xf24 (downstream ports only; ACSCap all
+      seven bits, as lspci shows there) or LTR 0xb00 (upstream ports) -> vendor-specific 0xb70.
 
     ``mrrs``/``mps``/``devcap_mps`` are bytes (128..4096); ``lnkcap``/``lnksta`` are
     (speed, width); a ``lnksta`` speed of None gives a link that is down (speed 0,
@@ -230,9 +238,25 @@ def build_config(vendor_id, device_id, class_code, mrrs=512, mps=256, devcap_mps
         w16(0x26, 0xFFF1)
         w32(0x28, 0x00000200)
         w32(0x2C, 0x00000201)
-        w8(0x34, 0x50)
         w8(0x3C, 0xFF)
         w16(0x3E, 0x0012)  # SERR+ VGA16+
+    if bridge and switch:
+        w8(0x34, 0x40)
+        w8(0x40, CAP_ID_PM)
+        w8(0x41, 0x48)
+        w16(0x42, 0x0003)
+        w8(0x48, CAP_ID_MSI)
+        w8(0x49, 0x68)
+        w16(0x4A, 0x0180)
+        exp = 0x68
+        w8(exp, CAP_ID_EXP)
+        w8(exp + 1, 0xA4)
+        w8(0xA4, CAP_ID_SSVID)
+        w8(0xA5, 0x00)
+        w16(0xA8, subsystem[0] if subsystem else vendor_id)
+        w16(0xAA, subsystem[1] if subsystem else device_id)
+    elif bridge:
+        w8(0x34, 0x50)
         w8(0x50, CAP_ID_PM)
         w8(0x51, 0x58)
         w16(0x52, 0xC803)  # version 3, PME from D0/D3hot/D3cold
@@ -317,8 +341,26 @@ def build_config(vendor_id, device_id, class_code, mrrs=512, mps=256, devcap_mps
         w32(0x420 + 0x08, 0x00100000)  # UEMsk: UnsupReq+
         w32(0x420 + 0x0C, 0x00076030)
         w32(0x600 + 0x04, 0x02410001)  # VSEC ID=0001 Rev=1 Len=024
-        w32(0xBB0 + 0x04, 0x003FFFF0)  # Resizable BAR: sizes 1MB..128GB
-        w32(0xBB0 + 0x08, 0x00001121)  # BAR 1, one resizable BAR, current size 128GB
+        # Resizable BAR: BAR 0 16MB only (and three resizable BARs), BAR 1 64MB up to bar1[1], BAR 3 32MB only.
+        cur_code, max_code = (_mb_code(b, "bar1") for b in bar1)
+        w32(0xBB0 + 0x04, 1 << (4 + 4))
+        w32(0xBB0 + 0x08, 0x0000 | (3 << 5) | (4 << 8))
+        w32(0xBB0 + 0x0C, sum(1 << (4 + c) for c in range(6, max_code + 1)))
+        w32(0xBB0 + 0x10, 0x0001 | (cur_code << 8))
+        w32(0xBB0 + 0x14, 1 << (4 + 5))
+        w32(0xBB0 + 0x18, 0x0003 | (5 << 8))
+        _write_chain(ext, chain)
+    elif switch:
+        if pcie_type not in (5, 6):
+            raise ValueError("a switch port is pcie_type 5 (upstream) or 6 (downstream), not %r" % (pcie_type,))
+        tail = [(0xF24, EXT_CAP_ID_ACS, 1)] if pcie_type == 6 else [(0xB00, EXT_CAP_ID_LTR, 1)]
+        chain = [(0x100, 0x0003, 1), (0xFB4, EXT_CAP_ID_AER, 1), (0x138, EXT_CAP_ID_PWR, 1),
+                 (0x10C, EXT_CAP_ID_SECPCI, 1), (0x148, EXT_CAP_ID_VC, 1), (0xE00, 0x0012, 1)] + tail + [
+                     (0xB70, EXT_CAP_ID_VNDR, 1)]
+        w32(0xFB4 + 0x0C, 0x00462030)
+        if pcie_type == 6:
+            w16(0xF24 + 0x04, 0x007F)
+            w16(0xF24 + 0x06, acs_ctrl)
         _write_chain(ext, chain)
     else:
         chain = [(0x100, EXT_CAP_ID_VNDR, 1), (0x150, EXT_CAP_ID_AER, 2), (0x270, EXT_CAP_ID_SECPCI, 1),
@@ -329,8 +371,8 @@ def build_config(vendor_id, device_id, class_code, mrrs=512, mps=256, devcap_mps
             chain += [(0x470, EXT_CAP_ID_PL_32GT, 1)]
         w32(0x100 + 0x04, 0x01010001)  # VSEC ID=0001 Rev=1 Len=010
         w32(0x150 + 0x0C, 0x00462030)
-        w32(0x2A0 + 0x04, 0x005F)  # ACS capabilities; control: SrcValid+
-        w16(0x2A0 + 0x06, 0x0001)
+        w16(0x2A0 + 0x04, 0x005F)  # ACS capabilities; control (default SrcValid+)
+        w16(0x2A0 + 0x06, acs_ctrl)
         w32(0x370 + 0x04, 0x0000000A)
         _write_chain(ext, chain)
 
@@ -340,6 +382,14 @@ def build_config(vendor_id, device_id, class_code, mrrs=512, mps=256, devcap_mps
             raise ValueError("extra bytes at 0x%x (%d bytes) are outside the %d-byte image" % (off, len(chunk), size))
         buf[off:off + len(chunk)] = chunk
     return bytes(buf[:size])
+
+
+def _mb_code(size_bytes, what):
+    """Bytes -> n with size = 2^n MB (the Resizable BAR encoding)."""
+    mb = size_bytes >> 20
+    if mb < 1 or mb & (mb - 1) or size_bytes & ((1 << 20) - 1):
+        raise ValueError("%s sizes must be powers of two of at least 1MB, not %r" % (what, size_bytes))
+    return mb.bit_length() - 1
 
 
 def _write_chain(ext, chain):

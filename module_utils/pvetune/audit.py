@@ -75,9 +75,9 @@ def gather(fsroot, runner=None, policy=None, sections=None):
 
 
 def host_policy(fsroot, policy):
-    """``policy`` resolved for the host under ``fsroot`` (cpuprofile.for_host on its cpu and cpuidle sections), for
-    the fix: raises ValueError when the CPU boot args cannot be told."""
-    resolved = cpuprofile.for_host(policy, gather(fsroot, None, policy, sections=("cpu", "cpuidle")))
+    """``policy`` resolved for the host under ``fsroot`` (cpuprofile.for_host on its cpu, cpuidle, pci and iommu
+    sections), for the fix: raises ValueError when the CPU boot args cannot be told."""
+    resolved = cpuprofile.for_host(policy, gather(fsroot, None, policy, sections=("cpu", "cpuidle", "pci", "iommu")))
     if resolved["host_cpu"]["error"] and policy.get("cmdline_cpu_args"):
         raise ValueError("cannot tell which CPU boot args this host needs (policy cmdline_cpu_args): %s"
                          % resolved["host_cpu"]["error"])

@@ -4,7 +4,8 @@
 """The boot helper (installed as /usr/local/sbin/pvetune-boot by pvetune_runtime).
 
   pvetune-boot [--root DIR] cpufreq     governor/EPP/P-state mode (config /etc/pvetune/cpufreq.json)
-  pvetune-boot [--root DIR] pcie-mrrs   PCIe MaxReadReq of the NVIDIA functions (/etc/pvetune/pcie-mrrs.json)
+  pvetune-boot [--root DIR] pcie-mrrs   PCIe MaxReadReq of the NVIDIA functions and the ACS redirect bits of
+                                        the switch ports between them (/etc/pvetune/pcie-mrrs.json)
   pvetune-boot [--root DIR] lxc-gpu     NVIDIA allow lines of the GPU CTs (/etc/pvetune/lxc-gpu.json)
 
 Each subcommand is the same code the Ansible modules run (module_utils/pvetune,
@@ -21,14 +22,14 @@ import os
 import subprocess
 import sys
 
-from ansible.module_utils.pvetune.concerns import cpufreq_fix, lxcgpu_boot, pcie_fix
+from ansible.module_utils.pvetune.concerns import cpufreq_fix, lxcgpu_boot, pcie_acs_fix
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.runner import Runner
 
 # Imported here, not by name at run time: the runtime installer ships this module and what it imports.
 SUBCOMMANDS = {
     "cpufreq": cpufreq_fix.boot_apply,
-    "pcie-mrrs": pcie_fix.boot_apply,
+    "pcie-mrrs": pcie_acs_fix.boot_apply_pcie,
     "lxc-gpu": lxcgpu_boot.boot_apply,
 }
 

@@ -85,6 +85,8 @@ _UNITS = {
         "comment": [
             "Re-applies the PCIe Max Read Request Size of the NVIDIA functions from /etc/pvetune/pcie-mrrs.json",
             "at boot: Device Control resets to the firmware default on every boot (and on a function reset).",
+            "It also clears the ACS redirect bits of the switch ports in acs_ports (the kernel sets ACS when it",
+            "enumerates them with an IOMMU on), leaving any port with a vfio-pci device in its switch as it is.",
             "The NVIDIA driver is bound by udev coldplug / modules-load and its probe (and nvidia-persistenced",
             "initialising the GPUs) may reconfigure the function: run after those, before any guest starts.",
             "systemd-udev-settle is only ordered against (After=, no Wants=).",

@@ -27,7 +27,7 @@ import tarfile
 import time
 
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot, walk_in_root
-from ansible.module_utils.pvetune.formats import dev_nodes
+from ansible.module_utils.pvetune.formats import dev_nodes, pci_ids
 
 SNAPSHOT_FORMAT = 1
 MAX_FILE = 4 * 1024 * 1024
@@ -214,6 +214,13 @@ def collect(fsroot_root, runner_factory, hostname=None, now=None):
     facts = audit.gather(rec, runner, merge_policy(None))
     packer = _Packer(rec)
     for path in sorted(rec.read_paths):
+        if path in pci_ids.PCI_IDS_PATHS:
+            # The names of this host's functions, not the whole 1.3 MB database.
+            fns = ((facts.get("pci") or {}).get("functions") or []) + list(
+                ((facts.get("pci") or {}).get("bridges") or {}).values())
+            wanted = {(f.get("vendor_id"), f.get("device_id")) for f in fns}
+            packer.add_generated(path, pci_ids.excerpt(rec.read_text(path), wanted))
+            continue
         packer.add_file(path)
     for path, names in sorted(rec.listed.items()):
         packer.add_dir(path, names)

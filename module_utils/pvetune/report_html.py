@@ -23,6 +23,8 @@ CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
 header{background:#1d2330;color:#fff;padding:16px 28px}header h1{margin:0;font-size:20px}
 header p{margin:4px 0 0;color:#c4cad6}main{padding:20px 28px;max-width:1400px}
+table.topo td{min-width:3em}.topo-pix{background:#d9f2e3}.topo-pxb{background:#e8f5d0}.topo-phb{background:#fdf1d0}
+.topo-node{background:#fbe2cc}.topo-sys{background:#f8d4d4}
 h2{margin:28px 0 10px;font-size:17px}table{border-collapse:collapse;background:#fff;width:100%}
 th,td{border:1px solid #dde1e8;padding:5px 8px;text-align:left;vertical-align:top}
 th{background:#eef0f4;font-weight:600}td.c{text-align:center;white-space:nowrap}td.c a{text-decoration:none}
@@ -119,6 +121,8 @@ def _check(host, res):
     if res["evidence"]:
         parts.append("<dt>evidence</dt><dd><pre>%s</pre></dd>" % e("\n".join(res["evidence"])))
     parts.append("</dl>")
+    if res.get("matrix"):
+        parts.extend(_matrix(res["matrix"]))
     if res["items"]:
         parts.append("<table><tr><th>item</th><th>status</th><th>current</th><th>expected</th><th>note</th></tr>")
         for item in res["items"]:
@@ -127,6 +131,20 @@ def _check(host, res):
                             _value(item.get("expected")), e(str(item.get("message") or ""))))
         parts.append("</table>")
     parts.append("</details>")
+    return parts
+
+
+def _matrix(mat):
+    """The GPU-to-GPU path matrix as nvidia-smi topo -m lays it out; names in full on hover."""
+    e = html.escape
+    parts = ['<table class="topo"><tr><th></th>%s</tr>' % "".join(
+        '<th title="%s">GPU%d</th>' % (e(n), i) for i, n in enumerate(mat["gpus"]))]
+    for i, (name, row) in enumerate(zip(mat["gpus"], mat["rows"])):
+        parts.append('<tr><th title="%s">GPU%d</th>%s</tr>' % (e(name), i, "".join(
+            '<td class="c topo-%s">%s</td>' % (e(c.lower()) if c != "?" else "unknown", e(c)) for c in row)))
+    parts.append("</table>")
+    parts.append('<p class="muted">%s</p>' % " &middot; ".join(
+        "GPU%d %s" % (i, e(n)) for i, n in enumerate(mat["gpus"])))
     return parts
 
 

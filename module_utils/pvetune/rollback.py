@@ -25,7 +25,7 @@ __metaclass__ = type
 import os
 import shutil
 
-from ansible.module_utils.pvetune.concerns import bootargs_fix, pcie_fix
+from ansible.module_utils.pvetune.concerns import bootargs_fix, pcie_acs_fix, pcie_fix
 from ansible.module_utils.pvetune.core.changeset import ChangeError, WriteFailed, sha256
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.runner import RunFailed, run_or_restore
@@ -165,8 +165,9 @@ def restore_runtime(fsroot, runner, manifest, keys, check_mode):
     for key in keys:
         entry = manifest["runtime"][key]
         if key.startswith("pcie:"):
-            bdf = key.split(":", 1)[1].rsplit(":", 1)[0]
-            rec = pcie_fix.restore_devctl(fsroot, runner, bdf, entry.get("original"), check_mode)
+            bdf, register = key.split(":", 1)[1].rsplit(":", 1)
+            restore = pcie_acs_fix.restore if register == "acsctl" else pcie_fix.restore_devctl
+            rec = restore(fsroot, runner, bdf, entry.get("original"), check_mode)
         else:
             rec = restore_value(fsroot, key, entry, check_mode)
         rec.setdefault("key", key)

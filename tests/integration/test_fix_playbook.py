@@ -11,7 +11,9 @@ import pytest
 from conftest import DEMO_SNAPSHOTS, run_playbook
 from scratch_host import make_scratch
 
-HOSTS = ("pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu05")
+HOSTS = ("pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu04", "pve-gpu05")
+# pve-gpu04 lets the fix clear ACS (the policy is opt-in); its eight switch downstream ports:
+ACS_PORTS = ["0000:%s:%s" % (b, d) for b in ("02", "22", "82", "a2") for d in ("08.0", "10.0")]
 # Bookkeeping of the stand-ins and pvetune's own state/backups: not host content.
 IGNORED = (".pvetune/calls.log", "var/lib/pvetune", "run")
 # What rollback deliberately keeps: the kernel package fix.yml installed on pve-gpu01 (it may be the
@@ -61,6 +63,8 @@ def fleet(tmp_path_factory):
                      "        ansible_python_interpreter: '{{ ansible_playbook_python }}'\n      hosts:\n")
         for host in HOSTS:
             handle.write("        %s:\n          pvetune_root: %s\n" % (host, roots[host]))
+            if host == "pve-gpu04":
+                handle.write("          pvetune_policy: {pcie_acs_fix: true}\n")
     originals = {h: files_of(roots[h]) for h in HOSTS}
     return {"base": base, "roots": roots, "inventory": inventory, "originals": originals}
 
@@ -117,6 +121,15 @@ def test_1_check_diff_plans_changes_and_writes_nothing(fleet, tmp_path):
     assert {(g["key"], g["before"], g["after"]) for g in cpu["changes"]["runtime"]} == {
         ("cpufreq:policy[0-159]:scaling_governor", "powersave", "performance"),
         ("cpufreq:policy[0-159]:energy_performance_preference", "balance_performance", "performance")}
+    # pve-gpu04 (pcie_acs_fix: true): one masked ACS write per switch port, and iommu=pt on the command line.
+    gpu04 = {e["task"]: e["res"] for e in run.results(host="pve-gpu04")}
+    acs = gpu04["Clear the ACS redirect bits between GPUs that share a PCIe switch"]
+    assert [(p["bdf"], p["ctrl_before"], p["ctrl_after"]) for p in acs["ports"]] == [
+        (b, "001d", "0011") for b in ACS_PORTS]
+    assert acs["diff"][0]["before"].count(" ACSCtl = 001d (") == 8
+    assert "pcie:0000:02:08.0 ACSCtl = 0011 (SrcValid+ TransBlk- ReqRedir- CmpltRedir- UpstreamFwd+" in acs[
+        "diff"][0]["after"]
+    assert "iommu=pt" in "".join(d.get("after", "") for d in gpu04["Ensure the kernel command line arguments"]["diff"])
     record = json.load(open(os.path.join(fleet["base"], "reports-check", os.listdir(
         os.path.join(fleet["base"], "reports-check"))[0], "pve-gpu02.json")))
     assert record["result"] == "ok" and record["check_mode"] is True
@@ -126,6 +139,17 @@ def test_1_check_diff_plans_changes_and_writes_nothing(fleet, tmp_path):
     # A check run reboots nothing: the host that needs a reboot stays pending (a tree is never rebooted).
     assert record["result"] == "pending-reboot" and record["reboot_needed"] is True
     assert record["rebooted"] is False and record["would_reboot"] is False
+
+
+def test_1b_without_the_policy_no_acs_write_is_planned(fleet, tmp_path):
+    run = run_playbook(tmp_path, "fix.yml", inventory=fleet["inventory"], cmdline="--check --diff --tags pcie",
+                       limit="pve-gpu04", extravars={"pvetune_policy": {"pcie_acs_fix": False},
+                                                     "pvetune_report_dir": os.path.join(fleet["base"], "reports-c2")})
+    assert run.rc == 0, run.stdout[-3000:]
+    assert not run.results("Clear the ACS redirect bits between GPUs that share a PCIe switch",
+                           event="runner_on_ok")
+    assert "ACSCtl" not in run.stdout
+    assert differences(fleet["originals"]["pve-gpu04"], files_of(fleet["roots"]["pve-gpu04"])) == []
 
 
 def test_2_fix_then_every_check_passes_or_is_pending(fleet, tmp_path):
@@ -152,6 +176,11 @@ def test_2_fix_then_every_check_passes_or_is_pending(fleet, tmp_path):
         "cpu.scaling_driver": "pass", "cpu.governor": "pass", "cpu.epp": "pass", "cpu.cstates": "pending",
         "boot.cmdline": "pending"}
     assert "intel_idle.max_cstate=1 is configured in the boot loader" in gpu05["cpu.cstates"]["message"]
+    gpu04 = {c["id"]: c for c in [h for h in doc["hosts"] if h["host"] == "pve-gpu04"][0]["checks"]}
+    assert {cid: gpu04[cid]["status"] for cid in ("pcie.acs", "iommu.mode", "boot.cmdline", "pcie.bar1")} == {
+        "pcie.acs": "pass", "iommu.mode": "pending", "boot.cmdline": "pending", "pcie.bar1": "warn"}
+    boot = json.load(open(os.path.join(fleet["roots"]["pve-gpu04"], "etc/pvetune/pcie-mrrs.json")))
+    assert boot["acs_ports"] == ACS_PORTS
     assert audit.rc == 0
 
 

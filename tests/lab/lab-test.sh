@@ -207,8 +207,8 @@ check_diff() {
   diffs=$(tr -d '\r' <"$OUT/check-diff.log")
   # shellcheck disable=SC2016  # a literal $GRUB_CMDLINE_LINUX_DEFAULT: what the drop-in says
   for d in '+kernel.numa_balancing = 0' '+cpufreq:policy[0-1]:scaling_governor = performance' \
-      '+pcie:0000:41:00.0 MaxReadReq = 4096 bytes (DevCtl 5000)' \
-      '+pcie:0000:81:00.0 MaxReadReq = 4096 bytes (DevCtl 5000)' \
+      '+pcie:0000:43:00.0 MaxReadReq = 4096 bytes (DevCtl 5000)' \
+      '+pcie:0000:44:00.0 MaxReadReq = 4096 bytes (DevCtl 5000)' \
       '+GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT amd_pstate=active processor.max_cstate=1"' \
       "+$PIN" "+pin: $PIN"; do
     check_eq "diff shows, per VM: ${d:0:70}" "$(grep -cxF -- "$d" <<<"$diffs")" "$N"
@@ -243,7 +243,7 @@ check_diff() {
     same_state "$h unchanged by fix.yml --check" audit-post check-post "$i"
     load_kstate post-check "$i"
     check_eq "$h same boot, kernel values unchanged (cmdline/numa/governor/devctl)" \
-      "${K[boot_id]} ${K[numa_balancing]} ${K[governor]} ${K[devctl_41_00_0]} ${K[devctl_81_00_0]} ${K[max_cstate_param]}" \
+      "${K[boot_id]} ${K[numa_balancing]} ${K[governor]} ${K[devctl_43_00_0]} ${K[devctl_44_00_0]} ${K[max_cstate_param]}" \
       "${BOOT_ID[$i]} 1 schedutil 2000 2000 8"
     check_eq "$h no pvetune lock after the check run" "${K[pvetune_lock]}" absent
   done
@@ -393,7 +393,7 @@ verify() {
     check_eq "$h cpuidle states cpu0 (only POLL/C1)" "${K[cpuidle_cpu0]}" "POLL:0 C1:0"
     check_eq "$h cpuidle states cpu1 (only POLL/C1)" "${K[cpuidle_cpu1]}" "POLL:0 C1:0"
     check_eq "$h /proc/sys/kernel/numa_balancing" "${K[numa_balancing]}" 0
-    for b in 41_00_0 81_00_0; do
+    for b in 43_00_0 44_00_0; do
       check_eq "$h setpci ${b//_/:} CAP_EXP+8.w MRRS field = 5 (4096)" \
         "$(( (0x${K[devctl_$b]:-0} >> 12) & 7 ))" 5
       check_eq "$h lspci ${b//_/:} MaxReadReq after the reboot" "${K[mrrs_$b]}" 4096

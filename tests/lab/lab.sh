@@ -4,10 +4,11 @@
 # What was shown to work on this kind of machine is recorded in the workplace notes
 # (shared/notes/vm-lab.md); this script follows them. In short: TCG by default (/dev/kvm here does
 # not boot Debian kernels; LAB_ACCEL=kvm|auto uses KVM where /dev/kvm is usable, else falls back to
-# TCG), a debootstrap'ed Debian bookworm disk booted through GRUB, 2 NUMA nodes, pxb-pcie expanders,
-# an extra ACPI table (lab-pm.asl) for acpi-cpufreq + acpi_idle, and a patched QEMU 7.2
-# (qemu-lab.patch) whose PCIe DevCtl MaxReadReq is writable, resets to 512 on reboot, and whose
-# emulated functions can carry NVIDIA's vendor id.
+# TCG), a debootstrap'ed Debian bookworm disk booted through GRUB, 2 NUMA nodes, a pxb-pcie
+# expander with an emulated PCIe switch above the two "GPUs", an extra ACPI table (lab-pm.asl)
+# for acpi-cpufreq + acpi_idle, and a patched QEMU 7.2 (qemu-lab.patch) whose PCIe DevCtl
+# MaxReadReq is writable, resets to 512 on reboot, whose emulated functions can carry NVIDIA's
+# vendor id, and whose switch downstream ports have an ACS capability.
 #
 # Subcommands:
 #   deps            apt-get install what the lab needs (idempotent; system apt sources untouched)
@@ -501,9 +502,12 @@ start_vm() {
   rm -f "$ov"
   qemu-img create -q -f qcow2 -F raw -b "$BASE_IMG" "$ov"
   : >"$v/vm$i.log"
-  # One NVIDIA-id function per NUMA node, each behind a root port on a pxb-pcie expander (the
-  # x-lab-* properties and the writable/resetting DevCtl come from qemu-lab.patch). romfile=
-  # everywhere: no option ROMs to load, no iPXE in the boot path. 3>&-: see build_base.
+  # Two NVIDIA-id functions behind one emulated PCIe switch, as GPUs sit on real hosts: the
+  # pxb-pcie expander on NUMA node 0 (bus 0x40) -> root port 40:00.0 -> x3130-upstream 41:00.0
+  # -> xio3130-downstream 42:00.0 and 42:01.0 -> gpu0 43:00.0, gpu1 44:00.0 (both node 0). The
+  # x-lab-* properties, the writable/resetting DevCtl and the downstream ports' ACS capability
+  # come from qemu-lab.patch. romfile= everywhere: no option ROMs to load, no iPXE in the boot
+  # path. 3>&-: see build_base.
   local gpu=(romfile= x-lab-vendor-id=0x10de x-lab-device-id=0x2bb5 x-lab-class=0x030200)
   "$QEMU_BIN" "${QEMU_FW[@]}" -name "lab-vm$i" "${VM_ACCEL[@]}" -cpu EPYC-Rome -machine q35 \
     -m $((2 * MEM_NODE)) -smp 2,sockets=2,cores=1,threads=1 \
@@ -518,11 +522,12 @@ start_vm() {
     -netdev user,id=n0,hostfwd=tcp:127.0.0.1:"$port"-:22 \
     -device virtio-net-pci,bus=rp2,netdev=n0,romfile= \
     -device pxb-pcie,id=pxb0,bus_nr=64,numa_node=0,bus=pcie.0 \
-    -device pxb-pcie,id=pxb1,bus_nr=128,numa_node=1,bus=pcie.0 \
     -device pcie-root-port,id=gp0,bus=pxb0,chassis=10,slot=0 \
-    -device "e1000e,id=gpu0,bus=gp0,$(IFS=,; echo "${gpu[*]}")" \
-    -device pcie-root-port,id=gp1,bus=pxb1,chassis=11,slot=0 \
-    -device "e1000e,id=gpu1,bus=gp1,$(IFS=,; echo "${gpu[*]}")" \
+    -device x3130-upstream,id=swup,bus=gp0 \
+    -device xio3130-downstream,id=swdn0,bus=swup,port=0,chassis=11,slot=0 \
+    -device xio3130-downstream,id=swdn1,bus=swup,port=1,chassis=11,slot=1 \
+    -device "e1000e,id=gpu0,bus=swdn0,$(IFS=,; echo "${gpu[*]}")" \
+    -device "e1000e,id=gpu1,bus=swdn1,$(IFS=,; echo "${gpu[*]}")" \
     -acpitable file="$AML" \
     -serial file:"$v/vm$i.log" -pidfile "$pidf" -daemonize 2>"$v/vm$i.qemu.err" 3>&- ||
     { cat "$v/vm$i.qemu.err" >&2; die "vm$i: QEMU did not start"; }

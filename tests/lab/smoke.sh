@@ -2,12 +2,15 @@
 # tests/lab/smoke.sh — builds the lab (cached), boots N VMs (default 2) and checks, over SSH, that
 # each looks like an untuned Proxmox VE GPU host the pvetune playbooks will later have to fix:
 #   numa_balancing = 1; acpi-cpufreq with a non-performance governor; acpi_idle with
-#   POLL/C1/C2/C3 enabled; two NVIDIA-id PCIe functions (one per NUMA node) at MaxReadReq 512;
+#   POLL/C1/C2/C3 enabled; two NVIDIA-id PCIe functions at MaxReadReq 512, at 43:00.0 and 44:00.0
+#   behind two downstream ports of one emulated switch (NUMA node 0), whose ACS capability is
+#   there with ACS Control 0 (no IOMMU in the VM, so the kernel enables no ACS);
 #   two kernels, GRUB booting its default; the seeded /dev/nvidia* nodes and CT 101 config.
-# Then: a masked setpci write (CAP_EXP+8.w=5000:7000) really moves MaxReadReq to 4096, and one
-# reboot shows (a) MaxReadReq back at 512 (what a boot-time unit must fix), (b) the edited
-# GRUB_CMDLINE_LINUX_DEFAULT (+ update-grub) in /proc/cmdline, (c) the uvm major read from
-# /etc/pvetune-lab/uvm-major at boot. Every VM is stopped at the end (also on failure).
+# Then: a masked setpci write (CAP_EXP+8.w=5000:7000) really moves MaxReadReq to 4096, masked
+# ECAP_ACS+6.w writes set and clear ACS Control bits on the downstream ports, and one reboot
+# shows (a) MaxReadReq back at 512 and ACS Control back at 0 (what a boot-time unit must fix),
+# (b) the edited GRUB_CMDLINE_LINUX_DEFAULT (+ update-grub) in /proc/cmdline, (c) the uvm major
+# read from /etc/pvetune-lab/uvm-major at boot. Every VM is stopped at the end (also on failure).
 # Prints the time of every phase and closes with 'N passed, N failed'.
 set -euo pipefail
 
@@ -73,6 +76,15 @@ for b in $bdfs; do
   echo "gpu${i}_devctl=$(setpci -s $b CAP_EXP+8.w)"
   echo "gpu${i}_mrrs=$(lspci -vv -s $b | sed -n 's/.*MaxReadReq \([0-9]*\) bytes.*/\1/p')"
   echo "gpu${i}_numa=$(cat /sys/bus/pci/devices/$b/numa_node)"
+  # the port above the function and the one above that (the switch's upstream port)
+  p=$(basename "$(readlink -f /sys/bus/pci/devices/$b/..)")
+  u=$(basename "$(readlink -f /sys/bus/pci/devices/$b/../..)")
+  echo "gpu${i}_port=$p"
+  echo "gpu${i}_port_type=$(lspci -vv -s $p | sed -n 's/.*Express (v[0-9]) \([A-Za-z ]*Port\).*/\1/p' | head -1)"
+  echo "gpu${i}_switch=$u"
+  echo "gpu${i}_switch_type=$(lspci -vv -s $u | sed -n 's/.*Express (v[0-9]) \([A-Za-z ]*Port\).*/\1/p' | head -1)"
+  echo "gpu${i}_acscap=$(setpci -s $p ECAP_ACS+4.w 2>/dev/null || echo none)"
+  echo "gpu${i}_acsctl=$(setpci -s $p ECAP_ACS+6.w 2>/dev/null || echo none)"
   i=$((i + 1))
 done
 dev() { [ -c "$1" ] && printf '%d:%d' "0x$(stat -c %t "$1")" "0x$(stat -c %T "$1")" || echo missing; }
@@ -108,7 +120,8 @@ show() {   # the relevant facts, briefly
   local k
   for k in kernel cmdline numa_balancing cpufreq_driver governor cpuidle_driver cpuidle_states \
       kernels grub_first_kernel nvidia_bdfs gpu0_class gpu0_devctl gpu0_mrrs gpu0_numa gpu1_devctl \
-      gpu1_mrrs gpu1_numa dev_uvm ct101_allow; do
+      gpu1_mrrs gpu1_numa gpu0_port gpu1_port gpu0_switch gpu0_acsctl gpu1_acsctl dev_uvm \
+      ct101_allow; do
     printf '    %-18s %s\n' "$k" "${F[$k]:-}"
   done
 }
@@ -135,8 +148,20 @@ check_initial() {
     check_eq "vm$i GRUB default is the newest (sort -V)" "${F[grub_first_kernel]}" "${F[newest_kernel]}"
     check "vm$i NVIDIA-id functions" "${F[nvidia_count]}" 2
     check "vm$i gpu0 class/id" "${F[gpu0_class]}" '0302: 10de:2bb5'
+    check "vm$i gpu0 at 43:00.0" "${F[gpu0_bdf]}" '0000:43:00\.0'
+    check "vm$i gpu1 at 44:00.0" "${F[gpu1_bdf]}" '0000:44:00\.0'
     check "vm$i gpu0 NUMA node" "${F[gpu0_numa]}" 0
-    check "vm$i gpu1 NUMA node" "${F[gpu1_numa]}" 1
+    check "vm$i gpu1 NUMA node (same switch, same node)" "${F[gpu1_numa]}" 0
+    check "vm$i gpu0 below a switch downstream port (42:00.0)" \
+      "${F[gpu0_port]} ${F[gpu0_port_type]}" '0000:42:00\.0 Downstream Port'
+    check "vm$i gpu1 below a switch downstream port (42:01.0)" \
+      "${F[gpu1_port]} ${F[gpu1_port_type]}" '0000:42:01\.0 Downstream Port'
+    check "vm$i both ports below one switch upstream port (41:00.0)" \
+      "${F[gpu0_switch]} ${F[gpu1_switch]} ${F[gpu0_switch_type]}" '0000:41:00\.0 0000:41:00\.0 Upstream Port'
+    check "vm$i gpu0 port ACSCap SV TB RR CR UF DT (setpci)" "${F[gpu0_acscap]}" 005f
+    check "vm$i gpu1 port ACSCap SV TB RR CR UF DT (setpci)" "${F[gpu1_acscap]}" 005f
+    check "vm$i gpu0 port ACSCtl 0 at boot (no IOMMU)" "${F[gpu0_acsctl]}" 0000
+    check "vm$i gpu1 port ACSCtl 0 at boot (no IOMMU)" "${F[gpu1_acsctl]}" 0000
     check "vm$i gpu0 MaxReadReq (lspci)" "${F[gpu0_mrrs]}" 512
     check "vm$i gpu1 MaxReadReq (lspci)" "${F[gpu1_mrrs]}" 512
     DEVCTL[$i:${F[gpu0_bdf]}]=${F[gpu0_devctl]}
@@ -164,6 +189,28 @@ masked_write() {
       check "vm$i $b MaxReadReq after CAP_EXP+8.w=5000:7000" "$mrrs" 4096
       check_eq "vm$i $b DevCtl = (old & ~0x7000) | 0x5000" "$dc" \
         "$(printf '%04x' $(( (0x${DEVCTL[$i:$b]:-0} & 0x8fff) | 0x5000 )))"
+    done <<<"$out"
+  done
+}
+
+# ACS Control on the GPUs' switch downstream ports: set SV RR CR UF (what the kernel enables when
+# an IOMMU is on), then clear RR CR EC only (a masked write; EC is not implemented: stays 0).
+masked_acs_write() {
+  local i p set clr ctl out
+  for ((i = 1; i <= N; i++)); do
+    # shellcheck disable=SC2016  # expands in the VM
+    out=$(vssh "$i" 'for b in $(lspci -D -n -d 10de: | cut -d" " -f1); do
+        p=$(basename "$(readlink -f /sys/bus/pci/devices/$b/..)")
+        setpci -s $p ECAP_ACS+6.w=001d:001d; s=$(setpci -s $p ECAP_ACS+6.w)
+        setpci -s $p ECAP_ACS+6.w=0000:002c; c=$(setpci -s $p ECAP_ACS+6.w)
+        echo "$p $s $c $(lspci -vvv -s $p | sed -n "s/^[[:space:]]*ACSCtl:[[:space:]]*//p")"
+      done')
+    while read -r p set clr ctl; do
+      say "vm$i $p ACSCtl after =001d:001d: $set, after =0000:002c: $clr ($ctl)"
+      check "vm$i $p ACSCtl after ECAP_ACS+6.w=001d:001d" "$set" 001d
+      check "vm$i $p ACSCtl after ECAP_ACS+6.w=0000:002c (RR CR cleared)" "$clr" 0011
+      check "vm$i $p lspci ACSCtl" "$ctl" \
+        'SrcValid\+ TransBlk- ReqRedir- CmpltRedir- UpstreamFwd\+ EgressCtrl- DirectTrans-'
     done <<<"$out"
   done
 }
@@ -223,6 +270,8 @@ check_after_reboot() {
     check "vm$i rebooted (new boot_id)" "$([[ ${F[boot_id]} != "${BOOT_ID[$i]}" ]] && echo yes)" yes
     check "vm$i gpu0 MaxReadReq reset to 512" "${F[gpu0_mrrs]}" 512
     check "vm$i gpu1 MaxReadReq reset to 512" "${F[gpu1_mrrs]}" 512
+    check "vm$i gpu0 port ACSCtl reset to 0" "${F[gpu0_acsctl]}" 0000
+    check "vm$i gpu1 port ACSCtl reset to 0" "${F[gpu1_acsctl]}" 0000
     check "vm$i /proc/cmdline has processor.max_cstate=1" \
       "$(grep -o 'processor.max_cstate=1' <<<"${F[cmdline]}")" 'processor.max_cstate=1'
     check "vm$i /proc/cmdline has amd_pstate=active" \
@@ -252,6 +301,7 @@ phase "up $N" "$LAB" up "$N"
 phase seed "$LAB" seed
 phase check-initial check_initial
 phase masked-mrrs-write masked_write
+phase masked-acs-write masked_acs_write
 phase grub-edit+uvm-major edit_grub_and_uvm
 phase reboot-to-ssh reboot_all
 phase check-after-reboot check_after_reboot

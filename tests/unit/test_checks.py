@@ -36,12 +36,29 @@ def _state(name, latency, enabled, disabled):
             "enabled_count": enabled, "disabled_count": disabled}
 
 
+# The two GPUs sit behind one PCIe switch (root port 00:01.1, upstream port 0a:00.0, downstream ports 0b:08.0/10.0).
+DSPS = ("0000:0b:08.0", "0000:0b:10.0")
+
+
 def _gpu(bdf, **over):
+    i = GPU_BDFS.index(bdf) if bdf in GPU_BDFS else 0
     gpu = {"bdf": bdf, "is_gpu": True, "driver": "nvidia", "error": None, "mrrs": 4096, "mps": 256,
            "devcap_mps": 256, "lnkcap_speed": "32GT/s", "lnkcap_width": 16, "lnksta_speed": "32GT/s",
-           "lnksta_width": 16}
+           "lnksta_width": 16, "model": "NVIDIA Corporation GB202GL [RTX PRO 6000 Blackwell Server Edition]",
+           "host": "pci0000:00", "chain": ["0000:00:01.1", "0000:0a:00.0", DSPS[i], bdf], "numa_node": 0,
+           "socket": 0, "iommu_group": "3%d" % i, "bar1": {"size": 128 << 30, "start": 0x20000000000},
+           "bar1_error": None, "rebar": {"offset": 0xBB0, "bars": {1: {"current": 128 << 30, "max": 128 << 30,
+                                                                        "supported": [64 << 20, 128 << 30]}}},
+           "rebar_error": None, "sriov_totalvfs": 16, "sriov_numvfs": 0}
     gpu.update(over)
     return gpu
+
+
+def _dsp(bdf, ctrl=0x0011):
+    return {"bdf": bdf, "model": "PLX Technology, Inc. PEX 8747", "pcie_type_name": "Downstream Port",
+            "driver": "pcieport", "error": None, "acs_error": None,
+            "acs": {"offset": 0xF24, "cap": 0x7F, "ctrl": ctrl, "redirect": ctrl & 0x2C,
+                    "cap_text": "", "ctrl_text": "ctrl %04x" % ctrl}}
 
 
 # A GPU CT whose allow lines cover the host's current majors (nvidia-uvm = 511).
@@ -77,7 +94,8 @@ def good_facts():
                                                            "line": 2},
                                              "files": ["/etc/sysctl.d/90-pvetune.conf"]},
                    "errors": []},
-        "pci": {"functions": [_gpu(b) for b in GPU_BDFS], "evidence": ["2 functions"]},
+        "pci": {"functions": [_gpu(b) for b in GPU_BDFS], "bridges": {b: _dsp(b) for b in DSPS}, "vfio": [],
+                "evidence": ["2 functions"]},
         "kernel": {"running": "6.14.8-2-pve", "installed": ["6.8.12-4-pve", "6.14.8-2-pve"],
                    "next_boot_kernel": "6.14.8-2-pve", "next_boot_rule": "pin", "evidence": ["uname"]},
         "lxc": {"present": True, "host_majors": {"nvidia": 195, "nvidia-uvm": 511}, "known_majors": {},
@@ -94,7 +112,8 @@ def good_facts():
                    "smi": {"driver": "580.95.05", "format": "csv",
                            "gpus": [{"bus_id": "00000000:%s" % b[5:], "persistence": True} for b in GPU_BDFS]},
                    "smi_reason": None, "evidence": ["/proc/driver/nvidia/version: 580.95.05"]},
-        "iommu": {"units": ["ivhd0"], "groups": 40, "default_domain_type": "identity", "evidence": ["iommu"]},
+        "iommu": {"units": ["ivhd0"], "groups": 40, "default_domain_type": "identity",
+                  "group_types": {"30": "identity", "31": "identity"}, "evidence": ["iommu"]},
     }
 
 
@@ -437,11 +456,45 @@ SCENARIOS = [
     ("nvidia.driver", "error", [setv(("nvidia",), {"error": "/proc/devices: Permission denied"})], None,
      "/proc/devices: Permission denied", False),
     # -- iommu.mode (informational: pass unless unreadable) --------------------------------------------------
-    ("iommu.mode", "pass", [], None, "IOMMU on in passthrough mode for host devices", False),
-    ("iommu.mode", "pass", [setv(("iommu", "default_domain_type"), "DMA-FQ"), args(BASE_EFF[:2], BASE_CONF[:1])], None,
-     "IOMMU translates host DMA (DMA-FQ); iommu=pt avoids that overhead", False),
+    ("iommu.mode", "pass", [], None, "no host-owned GPU in a translated domain", False),
+    ("iommu.mode", "fail", [setv(("iommu", "group_types"), {"30": "DMA-FQ", "31": "identity"}),
+                            args(BASE_EFF[:2], BASE_CONF[:1])], None,
+     "1 host-owned GPUs in a translated IOMMU domain (DMA-FQ): 0000:01:00.0", True),
+    ("iommu.mode", "pending", [setv(("iommu", "group_types"), {"30": "DMA", "31": "DMA"}),
+                               args(BASE_EFF[:2], BASE_CONF)], None,
+     "iommu=pt is configured but not yet effective: 2 GPUs stay translated", True),
+    ("iommu.mode", "pass", [setv(("iommu", "group_types"), {"30": "DMA", "31": "DMA"}), gpus({"driver": "vfio-pci"},
+                                                                                          {"driver": "vfio-pci"})],
+     None, "no host-owned GPU in a translated domain", False),
+    ("iommu.mode", "pass", [setv(("iommu", "group_types"), {"30": "DMA", "31": "DMA"})], {"iommu_passthrough": False},
+     "policy iommu_passthrough is false", False),
     ("iommu.mode", "pass", [setv(("iommu", "units"), []), setv(("iommu", "groups"), 0)], None, "IOMMU off", False),
     ("iommu.mode", "error", [setv(("iommu",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    # -- pcie.topology, pcie.acs, pcie.bar1, pcie.sriov ----------------------------------------------------------
+    ("pcie.topology", "pass", [], None, "2 GPUs: PIX 1 of 1 GPU pairs", False),
+    ("pcie.topology", "skip", [setv(("pci", "functions"), [_gpu("0000:01:00.0")])], None, "one GPU", False),
+    ("pcie.topology", "error", [setv(("pci",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    ("pcie.acs", "pass", [], None, "peer traffic between GPUs behind a switch stays in the switch", False),
+    ("pcie.acs", "fail", [setv(("pci", "bridges", DSPS[1]), _dsp(DSPS[1], 0x001D))], None,
+     "ACS redirects GPU peer traffic to the root complex on 0000:0b:10.0; affected GPU pairs: 01:00.0-21:00.0", False),
+    ("pcie.acs", "skip", [setv(("pci", "bridges", DSPS[1]), _dsp(DSPS[1], 0x001D)),
+                          gpus({}, {"driver": "vfio-pci"})], None,
+     "1 of 2 ports keep ACS redirect: a vfio-pci device is in their switch (0000:0b:10.0)", False),
+    ("pcie.acs", "skip", [], {"gpu_p2p": "ignore"}, "policy gpu_p2p is ignore", False),
+    ("pcie.acs", "skip", [gpus({}, {"chain": ["0000:00:03.1", "0000:21:00.0"]})], None,
+     "no two GPUs share a PCIe switch", False),
+    ("pcie.acs", "error", [setv(("pci", "bridges", DSPS[0], "acs_error"), "/sys/x/config: loops")], None,
+     "could not read ACS of 1 ports: /sys/x/config: loops", False),
+    ("pcie.bar1", "pass", [], None, "every GPU maps the BAR1 its capability allows", False),
+    ("pcie.bar1", "warn", [gpus({"bar1": {"size": 256 << 20, "start": 0xD0000000}})], None,
+     "1 of 2 GPUs map only part of what they support: 0000:01:00.0", False),
+    ("pcie.bar1", "error", [gpus({}, {"bar1_error": "/sys/x/resource: No such file"})], None,
+     "could not read BAR1 of 1 GPUs: /sys/x/resource: No such file", False),
+    ("pcie.bar1", "skip", [setv(("pci", "functions"), [])], None, "no NVIDIA GPU found", False),
+    ("pcie.sriov", "pass", [], None, "2 of 2 GPUs offer SR-IOV virtual functions", False),
+    ("pcie.sriov", "skip", [gpus({"sriov_totalvfs": None}, {"sriov_totalvfs": 0})], None, "no GPU offers SR-IOV",
+     False),
+    ("pcie.sriov", "error", [setv(("pci",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
 ]
 
 EXPECTED_STATUSES = {
@@ -456,7 +509,11 @@ EXPECTED_STATUSES = {
     "boot.cmdline": {"pass", "fail", "pending", "error"},
     "lxc.gpu_devices": {"pass", "fail", "warn", "skip", "error"},
     "nvidia.driver": {"pass", "fail", "skip", "error"},
-    "iommu.mode": {"pass", "error"},
+    "iommu.mode": {"pass", "fail", "pending", "error"},
+    "pcie.topology": {"pass", "skip", "error"},
+    "pcie.acs": {"pass", "fail", "skip", "error"},
+    "pcie.bar1": {"pass", "warn", "skip", "error"},
+    "pcie.sriov": {"pass", "skip", "error"},
 }
 
 
@@ -475,7 +532,8 @@ def test_scenario(scenario):
     assert res["status"] == status, res["message"]
     assert fragment in res["message"]
     assert res["reboot_required"] is reboot
-    assert set(res) == RESULT_KEYS
+    assert set(res) - {"matrix"} == RESULT_KEYS and ("matrix" in res) == (check_id == "pcie.topology"
+                                                                             and status == "pass")
     for item in res["items"]:
         assert set(item) == ITEM_KEYS, item
         assert item["status"] in STATUSES
@@ -493,7 +551,7 @@ def test_good_facts_pass_everything():
     results = evaluate(good_facts(), DEFAULT)
     assert [r["id"] for r in results] == [c["id"] for c in CATALOGUE]
     assert {r["id"]: r["status"] for r in results} == {c["id"]: "pass" for c in CATALOGUE}
-    assert summarize(results) == {"counts": {"pass": 12, "fail": 0, "warn": 0, "pending": 0, "skip": 0, "error": 0},
+    assert summarize(results) == {"counts": {"pass": 16, "fail": 0, "warn": 0, "pending": 0, "skip": 0, "error": 0},
                                   "failing": [], "reboot_required": False}
 
 
@@ -516,7 +574,9 @@ def test_mrrs_items_name_every_gpu():
     facts = good_facts()
     gpus({"mrrs": 512}, {})(facts)
     res = run_check(facts, None, "pcie.mrrs")
-    assert [(i["name"], i["status"]) for i in res["items"]] == [("0000:01:00.0", "fail"), ("0000:21:00.0", "pass")]
+    label = " NVIDIA Corporation GB202GL [RTX PRO 6000 Blackwell Server Edition] (NUMA node 0)"
+    assert [(i["name"], i["status"]) for i in res["items"]] == [("0000:01:00.0" + label, "fail"),
+                                                                ("0000:21:00.0" + label, "pass")]
     assert res["items"][0]["current"] == "MaxReadReq 512, MaxPayload 256 (cap 256)"
     assert res["current"] == "MaxReadReq 512/4096 on 2 GPUs"
 
@@ -705,7 +765,7 @@ RESULTS = [
     _res("cpu.cstates", "pending", True),       # high, pending is not failing
     _res("kernel.version", "fail"),             # medium
     _res("nvidia.driver", "warn"),              # medium
-    _res("iommu.mode", "pass"),                 # info
+    _res("iommu.mode", "pass"),                 # medium
     _res("cpu.epp", "skip"),                    # medium
 ]
 
@@ -725,9 +785,9 @@ def test_summarize_thresholds(fail_on, failing):
 
 
 def test_summarize_info_failure_counts_only_at_info():
-    results = [_res("iommu.mode", "fail")]
+    results = [_res("pcie.topology", "fail")]
     assert summarize(results, "low")["failing"] == []
-    assert summarize(results, "info")["failing"] == ["iommu.mode"]
+    assert summarize(results, "info")["failing"] == ["pcie.topology"]
     assert summarize(results, "info")["reboot_required"] is False
 
 

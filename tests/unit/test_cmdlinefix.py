@@ -331,8 +331,8 @@ def test_gpu03_conflicting_amd_pstate_passive_is_fixed(scratch):
     res = cmdline(root)
     assert res["changed"] is True
     assert res["configured_args_before"] == ["quiet", "amd_pstate=passive", "amd_pstate=active",
-                                             "processor.max_cstate=1"]
-    assert res["configured_args"] == ["quiet", "amd_pstate=active", "processor.max_cstate=1"]
+                                             "processor.max_cstate=1", "iommu=pt"]
+    assert res["configured_args"] == ["quiet", "amd_pstate=active", "processor.max_cstate=1", "iommu=pt"]
     assert not_state(changed_paths(before, tree(root))) == ["boot/grub/grub.cfg", "etc/default/grub", DROPIN]
     assert res["reboot_required"] is True  # running with amd_pstate=passive
     assert cmdline(root, run_id="t2")["changed"] is False

@@ -74,11 +74,15 @@ CHECKS = [  # id, severity, fix tag ("-": not fixed), reboot
     ("kernel.numa_balancing", "high", "sysctl", "no"),
     ("pcie.mrrs", "high", "pcie", "no"),
     ("pcie.link", "medium", "-", "no"),
+    ("pcie.topology", "info", "-", "no"),
+    ("pcie.acs", "high", "pcie", "no"),
+    ("pcie.bar1", "medium", "-", "no"),
+    ("pcie.sriov", "info", "-", "no"),
     ("kernel.version", "medium", "kernel", "yes"),
     ("boot.cmdline", "high", "cmdline", "yes"),
     ("lxc.gpu_devices", "critical", "lxc", "no"),
     ("nvidia.driver", "medium", "-", "no"),
-    ("iommu.mode", "info", "-", "yes"),
+    ("iommu.mode", "medium", "cmdline", "yes"),
 ]
 # The fix command each fixable check's details show (the reports fill in the inventory and the host).
 FIX_COMMANDS = {
@@ -92,6 +96,8 @@ FIX_COMMANDS = {
     "kernel.version": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags kernel -e pvetune_reboot_ok=true`",
     "boot.cmdline": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags cmdline -e pvetune_reboot_ok=true`",
     "lxc.gpu_devices": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags lxc`",
+    "pcie.acs": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags pcie`",
+    "iommu.mode": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags cmdline -e pvetune_reboot_ok=true`",
 }
 POLICY_DEFAULTS = {  # key: (default as the table shows it, the checks it is used in)
     "amd_pstate_mode": ('"active"', "`cpu.scaling_driver`"),
@@ -99,6 +105,9 @@ POLICY_DEFAULTS = {  # key: (default as the table shows it, the checks it is use
     "cmdline_cpu_args": ("true", "`boot.cmdline`"),
     "cmdline_required": ("[]", "`boot.cmdline`"),
     "epp": ('"performance"', "`cpu.epp`"),
+    "gpu_p2p": ('"auto"', "`pcie.acs`"),
+    "iommu_passthrough": ("true", "`boot.cmdline`, `iommu.mode`"),
+    "pcie_acs_fix": ("false", "`pcie.acs`"),
     "governor": ('"performance"', "`cpu.governor`"),
     "kernel_package": ('"proxmox-kernel-6.14"', "`kernel.version`"),
     "kernel_series": ('"6.14"', "`kernel.version`"),

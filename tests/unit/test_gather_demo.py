@@ -23,20 +23,27 @@ DEMO = os.path.join(TOP, "demo", "snapshots")
 GPU_BDFS = ["0000:%s:00.0" % bus for bus in ("01", "21", "41", "61", "81", "a1", "c1", "e1")]
 
 
+PCIE_QUIET = {"pcie.topology": "pass", "pcie.acs": "skip", "pcie.bar1": "pass", "pcie.sriov": "skip"}
 EXPECTED = {
-    "pve-gpu01": {
+    "pve-gpu01": dict(PCIE_QUIET, **{
         "cpu.scaling_driver": "fail", "cpu.governor": "pass", "cpu.epp": "skip", "cpu.cstates": "fail",
         "kernel.numa_balancing": "fail", "pcie.mrrs": "fail", "pcie.link": "warn", "kernel.version": "fail",
-        "boot.cmdline": "fail", "lxc.gpu_devices": "fail", "nvidia.driver": "pass", "iommu.mode": "pass",
-    },
-    "pve-gpu02": dict.fromkeys((
+        "boot.cmdline": "fail", "lxc.gpu_devices": "fail", "nvidia.driver": "pass", "iommu.mode": "fail",
+    }),
+    "pve-gpu02": dict(dict.fromkeys((
         "cpu.scaling_driver", "cpu.governor", "cpu.epp", "cpu.cstates", "kernel.numa_balancing", "pcie.mrrs",
         "pcie.link", "kernel.version", "boot.cmdline", "lxc.gpu_devices", "nvidia.driver", "iommu.mode"), "pass"),
-    "pve-gpu03": {
+        **PCIE_QUIET),
+    "pve-gpu03": dict(PCIE_QUIET, **{
         "cpu.scaling_driver": "pending", "cpu.governor": "pass", "cpu.epp": "skip", "cpu.cstates": "pending",
         "kernel.numa_balancing": "pass", "pcie.mrrs": "pass", "pcie.link": "pass", "kernel.version": "pending",
-        "boot.cmdline": "pending", "lxc.gpu_devices": "pass", "nvidia.driver": "pass", "iommu.mode": "pass",
-    },
+        "boot.cmdline": "pending", "lxc.gpu_devices": "pass", "nvidia.driver": "pass", "iommu.mode": "pending",
+    }),
+    "pve-gpu04": dict(dict.fromkeys((
+        "cpu.scaling_driver", "cpu.governor", "cpu.epp", "cpu.cstates", "kernel.numa_balancing", "pcie.mrrs",
+        "pcie.link", "kernel.version", "lxc.gpu_devices", "nvidia.driver", "pcie.topology"), "pass"),
+        **{"pcie.acs": "fail", "pcie.bar1": "warn", "pcie.sriov": "skip", "iommu.mode": "fail",
+           "boot.cmdline": "fail"}),
 }
 
 
@@ -70,7 +77,7 @@ def test_gpu01_fails_the_reference_checks(demo_results):
     _, res = demo_results["pve-gpu01"]
     fails = sorted(cid for cid, r in res.items() if r["status"] == "fail")
     assert fails == sorted(["cpu.scaling_driver", "cpu.cstates", "kernel.numa_balancing", "pcie.mrrs",
-                            "kernel.version", "boot.cmdline", "lxc.gpu_devices"])
+                            "kernel.version", "boot.cmdline", "lxc.gpu_devices", "iommu.mode"])
     assert res["cpu.scaling_driver"]["current"].startswith("acpi-cpufreq (128 policies)")
     assert "C2 (400us)" in res["cpu.cstates"]["message"]
     assert res["kernel.numa_balancing"]["current"] == "runtime 1, persisted no"
@@ -81,7 +88,9 @@ def test_gpu01_fails_the_reference_checks(demo_results):
 def test_gpu01_mrrs_names_all_eight_gpus(demo_results):
     _, res = demo_results["pve-gpu01"]
     mrrs = res["pcie.mrrs"]
-    assert [i["name"] for i in mrrs["items"]] == GPU_BDFS
+    assert [i["name"].split()[0] for i in mrrs["items"]] == GPU_BDFS
+    assert all(i["name"].endswith("[RTX PRO 6000 Blackwell Server Edition] (NUMA node %d, GPU %d)" % (n // 4, n))
+               for n, i in enumerate(mrrs["items"]))
     assert all(i["status"] == "fail" and i["current"].startswith("MaxReadReq 512,") for i in mrrs["items"])
     assert mrrs["message"] == "8 of 8 GPUs below MaxReadReq 4096: " + ", ".join(GPU_BDFS)
 
@@ -98,7 +107,8 @@ def test_gpu03_boot_cmdline_pending(demo_results):
     assert cmd["status"] == "pending" and cmd["reboot_required"] is True
     assert cmd["message"] == "configured in /etc/default/grub + grub.d; effective after the next reboot"
     assert [(i["name"], i["status"]) for i in cmd["items"]] == [("amd_pstate=active", "pending"),
-                                                                ("processor.max_cstate=1", "pending")]
+                                                                ("processor.max_cstate=1", "pending"),
+                                                                ("iommu=pt", "pending")]
     assert res["kernel.version"]["message"] == "6.14.8-2-pve is pinned; running 6.8.12-4-pve until the next reboot"
 
 
@@ -245,7 +255,7 @@ def test_gpu_config_cut_to_64_bytes(copy_host, demo_results):
     for cid in ("pcie.mrrs", "pcie.link"):
         assert res[cid]["status"] == "error"
         assert where in res[cid]["message"]
-        items = {i["name"]: i for i in res[cid]["items"]}
+        items = {i["name"].split()[0]: i for i in res[cid]["items"]}
         assert items["0000:41:00.0"]["status"] == "error"
         assert sum(1 for i in items.values() if i["status"] == "pass") == 7
     assert "64 bytes" in res["pcie.mrrs"]["message"]

@@ -516,7 +516,17 @@ def test_eler_excerpt_has_one_of_four_gpus_with_persistence_disabled():
     text = realdata("nvidia_smi", "eler_gtx1080ti_driver384_persistence_disabled_smi_q_gpu0.txt")
     assert re.search(r"^Attached GPUs\s*:\s*4", text, re.M)
     out = nvidia.parse_nvidia_smi(text)
-    assert out["gpus"] == [{"bus_id": "00000000:04:00.0", "persistence": False}]
+    assert out["gpus"] == [{"bus_id": "00000000:04:00.0", "persistence": False, "index": 0,
+                            "name": "GeForce GTX 1080 Ti", "fb_total": 11172, "bar1_total": 256}]
+
+
+def test_smi_q_gives_index_name_and_the_fb_and_bar1_totals_of_each_gpu():
+    """RTX 6000 Ada x8 (thamada): 48 GB of framebuffer behind a 256 MiB BAR1 on every GPU, in -q's index order."""
+    out = nvidia.parse_nvidia_smi(realdata("nvidia_smi", "thamada_RTX6000Ada_x8_smi_nvidia-smi-q.txt"))
+    assert [g["index"] for g in out["gpus"]] == list(range(8))
+    assert out["gpus"][0]["bus_id"] == "00000000:01:00.0"
+    assert {(g["name"], g["fb_total"], g["bar1_total"]) for g in out["gpus"]} == {
+        ("NVIDIA RTX 6000 Ada Generation", 49140, 256)}
 
 
 THAMADA_PAIRS = sorted({n.rsplit("_nvidia-smi", 1)[0] for n in SMI_EXPECTED if n.startswith("thamada")})
@@ -603,7 +613,7 @@ def test_read_iommu_natural_order_first_group(tmp_path):
 
 def test_read_iommu_off(tmp_path):
     out = iommu.read_iommu(FsRoot(str(tmp_path)))
-    assert out == {"units": [], "groups": 0, "default_domain_type": None,
+    assert out == {"units": [], "groups": 0, "default_domain_type": None, "group_types": {},
                    "evidence": ["/sys/class/iommu (0 units)", "/sys/kernel/iommu_groups (0 groups, type None)"]}
 
 

@@ -107,6 +107,9 @@ BAD_VALUES = {
     "lxc_check": [1, 0, "yes", "true", None],
     "cmdline_cpu_args": [1, 0, "yes", None],
     "nvidia_persistence": [1, "false", None],
+    "gpu_p2p": ["AUTO", "off", "", None, True, "auto\n", ["auto"]],
+    "pcie_acs_fix": [1, "true", "yes", None],
+    "iommu_passthrough": [0, "false", None],
     "skip_checks": [["pcie.mrrs"], "pcie.mrrs", {"pcie.mrrs": 1}, {"pcie.mrrs": None}, {1: "x"},
                     {"pcie.mrr": "typo"}, {"no.such.check": "x"}, None],
 }
@@ -155,6 +158,9 @@ GOOD_VALUES = {
     "lxc_check": [True, False],
     "cmdline_cpu_args": [True, False],
     "nvidia_persistence": [True, False],
+    "gpu_p2p": ["auto", "ignore"],
+    "pcie_acs_fix": [True, False],
+    "iommu_passthrough": [True, False],
     "skip_checks": [{}, {"pcie.mrrs": "VFIO host"}, dict.fromkeys(BY_ID, "")],
 }
 

@@ -38,7 +38,7 @@ def test_checks_of_a_host_are_most_severe_first_then_by_status(entries, page):
         assert keys == sorted(keys), host["host"]
     gpu01 = [a for a in check_rows(page) if a.startswith("check-pve-gpu01::")]
     assert gpu01[0] == "check-pve-gpu01::lxc.gpu_devices"  # the one critical check
-    assert gpu01[-1] == "check-pve-gpu01::iommu.mode"  # info last
+    assert gpu01[-1] == "check-pve-gpu01::pcie.sriov"  # info last (skip after pass)
 
 
 def test_every_overview_cell_links_to_its_check_row(entries, page):

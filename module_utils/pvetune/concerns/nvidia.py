@@ -118,7 +118,8 @@ def parse_nvidia_version(text):
 
 
 def parse_nvidia_smi(text):
-    """Per-GPU persistence mode and driver version from nvidia-smi output.
+    """Per-GPU persistence mode and driver version from nvidia-smi output (from ``-q`` also the index, the product
+    name and the FB and BAR1 totals in MiB).
 
     Understands ``nvidia-smi -q`` ("Persistence Mode : Enabled"), the default
     table ("Persistence-M" column, On/Off) and
@@ -131,16 +132,31 @@ def parse_nvidia_smi(text):
     if m:
         driver = m.group(1)
     if re.search(r"^\s*Persistence Mode\s*:", text, re.M):
-        current = None
+        current = block = None
         for line in text.splitlines():
             gm = re.match(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$", line.strip())
             if gm:
-                current = {"bus_id": gm.group(1).lower(), "persistence": None}
+                # -q lists the GPUs in nvidia-smi's index order.
+                current = {"bus_id": gm.group(1).lower(), "persistence": None, "index": len(gpus), "name": None,
+                           "fb_total": None, "bar1_total": None}
                 gpus.append(current)
                 continue
-            pm = re.match(r"^\s*Persistence Mode\s*:\s*(\w+)", line)
-            if pm and current is not None and current["persistence"] is None:
-                current["persistence"] = pm.group(1).lower() == "enabled"
+            if current is None:
+                continue
+            km = re.match(r"^\s*(Product Name|Persistence Mode|Total)\s*:\s*(.+?)\s*$", line)
+            bm = re.match(r"^\s*(FB|BAR1) Memory Usage\s*$", line)
+            if bm:
+                block = bm.group(1)
+            elif km and km.group(1) == "Persistence Mode" and current["persistence"] is None:
+                current["persistence"] = km.group(2).lower().startswith("enabled")
+            elif km and km.group(1) == "Product Name" and current["name"] is None:
+                current["name"] = km.group(2)
+            elif km and block:
+                mib = re.match(r"(\d+) MiB\Z", km.group(2))
+                key = "fb_total" if block == "FB" else "bar1_total"
+                if mib and current[key] is None:
+                    current[key] = int(mib.group(1))
+                block = None
         return {"driver": driver, "gpus": gpus, "format": "query"}
     if "Persistence-M" in text:
         lines = text.splitlines()

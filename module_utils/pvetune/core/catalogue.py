@@ -144,6 +144,79 @@ CATALOGUE = (
         "reboot": "no",
     },
     {
+        "id": "pcie.topology",
+        "concern": "pcie",
+        "title": "PCIe path between every pair of GPUs (informational)",
+        "severity": "info",
+        "expected": "informational: the nvidia-smi topo -m matrix, computed from the sysfs device tree",
+        "rationale": (
+            "Tensor-parallel serving moves activations between GPUs on every layer (NCCL all-reduce). GPUs behind "
+            "one PCIe switch (PIX) exchange data through the switch; PHB goes through the CPU's root complex, NODE "
+            "between root complexes of one socket and SYS over the inter-socket link, each slower than the one "
+            "before. The matrix shows which GPUs to give one CT, and which ports the ACS check looks at."
+        ),
+        "remediation": "Give each tensor-parallel group GPUs with the closest path (PIX, else PXB, else PHB).",
+        "fix_tag": "",
+        "reboot": "no",
+    },
+    {
+        "id": "pcie.acs",
+        "concern": "pcie",
+        "title": "ACS lets GPU peer traffic stay inside the PCIe switch",
+        "severity": "high",
+        "expected": "ReqRedir- CmpltRedir- EgressCtrl- on every switch port between two GPUs (policy gpu_p2p: "
+                    "{gpu_p2p})",
+        "rationale": (
+            "Access Control Services Request Redirect, Completion Redirect and Egress Control on a switch's "
+            "downstream port send every peer-to-peer transaction of the GPU below it up to the root complex (and "
+            "through the IOMMU) instead of across the switch: NCCL's P2P transfers between GPUs of one switch then "
+            "run at a fraction of the switch's bandwidth, or hang. The kernel sets these bits on every port when an "
+            "IOMMU is on, to keep IOMMU groups apart; that matters only where a device below the port is passed to "
+            "a VM (bound to vfio-pci), and those ports are left as they are."
+        ),
+        "remediation": (
+            "Clear only the redirect bits of ACS Control on the ports named: setpci -s <port> "
+            "ECAP_ACS+6.w=0000:002c (a masked write; Source Validation and the other bits stay), re-applied at every "
+            "boot; pvetune does this with policy pcie_acs_fix: true. Never on a port above a vfio-pci device."
+        ),
+        "fix_tag": "pcie",
+        "reboot": "no",
+    },
+    {
+        "id": "pcie.bar1",
+        "concern": "pcie",
+        "title": "Every GPU maps the BAR1 its Resizable BAR capability allows",
+        "severity": "medium",
+        "expected": "BAR1 at the largest size the GPU's Resizable BAR capability supports",
+        "rationale": (
+            "BAR1 is the window through which the CPU and peer devices (GPUDirect RDMA and P2P, pinned host copies "
+            "through the BAR) reach GPU memory. A GPU whose Resizable BAR capability supports the whole framebuffer "
+            "but maps 256 MB has its BAR1 mappings recycled under load. The firmware sizes it at boot: the OS "
+            "cannot fix it for a bound driver."
+        ),
+        "remediation": (
+            "In the BIOS/UEFI setup enable Above 4G Decoding (MMIO above 4 GB, 64-bit MMIO) and Resizable BAR "
+            "(Re-Size BAR Support), and give MMIO high enough space (MMIOH size) for every GPU; then reboot."
+        ),
+        "fix_tag": "",
+        "reboot": "no",
+    },
+    {
+        "id": "pcie.sriov",
+        "concern": "pcie",
+        "title": "SR-IOV on the GPUs (informational)",
+        "severity": "info",
+        "expected": "informational: the GPUs that offer SR-IOV virtual functions and how many are enabled",
+        "rationale": (
+            "GPUs that offer SR-IOV (vGPU on data-centre boards) can be split into virtual functions for VMs; "
+            "enabled VFs take BAR space and IOMMU groups from the physical function."
+        ),
+        "remediation": ("Nothing to do for performance; disable unused VFs (echo 0 > sriov_numvfs) if the host keeps "
+                        "the whole GPU."),
+        "fix_tag": "",
+        "reboot": "no",
+    },
+    {
         "id": "kernel.version",
         "concern": "kernel",
         "title": "Kernel series {kernel_series} running",
@@ -215,15 +288,18 @@ CATALOGUE = (
     {
         "id": "iommu.mode",
         "concern": "iommu",
-        "title": "IOMMU mode (informational)",
-        "severity": "info",
-        "expected": "informational: IOMMU on with iommu=pt (passthrough for host-owned devices) is the usual choice",
+        "title": "Host-owned GPUs in an identity (passthrough) IOMMU domain",
+        "severity": "medium",
+        "expected": "IOMMU off, or each host-owned GPU's IOMMU group of type identity (iommu=pt; policy "
+                    "iommu_passthrough: {iommu_passthrough})",
         "rationale": (
-            "With the IOMMU translating every DMA of host-owned GPUs, each mapping costs an IOTLB lookup; iommu=pt "
-            "keeps the IOMMU for VFIO passthrough while host devices use identity mappings."
+            "With the IOMMU translating (domain DMA or DMA-FQ) every DMA of a host-owned GPU is translated: IOTLB "
+            "misses on host-device copies and peer traffic, and map/unmap work in the driver. iommu=pt gives host "
+            "devices identity mappings and keeps the IOMMU for VFIO passthrough (a GPU bound to vfio-pci gets its "
+            "own domain when a VM uses it)."
         ),
-        "remediation": "Add iommu=pt to the kernel command line (policy cmdline_required) if the host owns its GPUs.",
-        "fix_tag": "",
+        "remediation": "Add iommu=pt to the kernel command line (check boot.cmdline) and reboot.",
+        "fix_tag": "cmdline",
         "reboot": "yes",
     },
 )

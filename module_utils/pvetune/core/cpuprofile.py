@@ -141,6 +141,46 @@ def cmdline_args(policy, prof):
     return vendor + own
 
 
+def _with_passthrough(args, policy, facts):
+    """iommu=pt after the other required args where policy iommu_passthrough asks for it (needs_passthrough), unless
+    the list already names an iommu= value."""
+    if not needs_passthrough(facts, policy) or arg_key(PT_ARG) in {arg_key(a) for a in args}:
+        return args
+    return args + [PT_ARG]
+
+
+PT_ARG = "iommu=pt"
+TRANSLATED = ("DMA", "DMA-FQ")
+
+
+def gpu_domains(facts):
+    """[{"gpu", "group", "type", "status" (pass, fail: host-owned in a translated domain, skip: bound to vfio-pci
+    or in no group, error: the group's type is unreadable or unknown)}] for every NVIDIA GPU, from the pci and
+    iommu facts.  Shared by iommu.mode and for_host, which adds iommu=pt to the required boot args when one fails."""
+    io, pci = facts.get("iommu") or {}, facts.get("pci") or {}
+    types = io.get("group_types") or {}
+    out = []
+    for gpu in pci.get("functions") or []:
+        group = gpu.get("iommu_group")
+        rec = {"gpu": gpu, "group": group, "type": types.get(group) if group is not None else None}
+        if gpu.get("driver") == "vfio-pci":
+            rec["status"] = "skip"
+        elif group is None:
+            rec["status"] = "skip"
+        elif rec["type"] in TRANSLATED or rec["type"] == "identity":
+            rec["status"] = "fail" if rec["type"] in TRANSLATED else "pass"
+        else:  # unreadable, or a type this kernel should not give a host-owned device (blocked, unmanaged)
+            rec["status"] = "error"
+        out.append(rec)
+    return out
+
+
+def needs_passthrough(facts, policy):
+    """True when policy iommu_passthrough asks for iommu=pt on this host: a host-owned GPU is translated."""
+    return bool(policy.get("iommu_passthrough")) and not (facts.get("iommu") or {}).get("error") \
+        and any(r["status"] == "fail" for r in gpu_domains(facts))
+
+
 def for_host(policy, facts):
     """``policy`` as this host sees it: ``host_cpu`` (host_profile, with the catalogue's vendor-dependent template
     values under "template"), ``scaling_driver`` and ``cmdline_required`` resolved. Idempotent: a policy already
@@ -151,7 +191,7 @@ def for_host(policy, facts):
     prof["template"] = _template_values(prof)
     out = dict(policy)
     out["host_cpu"] = prof
-    out["cmdline_required"] = cmdline_args(policy, prof)
+    out["cmdline_required"] = _with_passthrough(cmdline_args(policy, prof), policy, facts)
     if prof["scaling_driver"]:
         out["scaling_driver"] = prof["scaling_driver"]
     return out

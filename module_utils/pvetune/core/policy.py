@@ -39,6 +39,12 @@ DEFAULT_POLICY = {
     "pcie_mrrs": 4096,
     "pcie_vendor": "0x10de",
     "pcie_class_prefix": "0x03",
+    # GPU peer-to-peer through PCIe switches: "auto" fails ACS redirect bits on switch ports between two GPUs
+    # (ports above a vfio-pci device excepted), "ignore" skips the check. pcie_acs_fix lets the fix clear them.
+    "gpu_p2p": "auto",
+    "pcie_acs_fix": False,
+    # Host-owned GPUs should sit in identity IOMMU domains (iommu=pt): the fix adds iommu=pt where they do not.
+    "iommu_passthrough": True,
     # Kernel series the host should run (e.g. "6.14"); "" disables the check.
     "kernel_series": "6.14",
     "kernel_package": "proxmox-kernel-6.14",
@@ -114,7 +120,8 @@ def validate_policy(policy):
         for arg in value:
             _expect(isinstance(arg, str) and _KEY_ARG.match(arg), key,
                     "%r is not a plain kernel argument (key or key=value without spaces or quotes)" % (arg,))
-    for key in ("lxc_check", "nvidia_persistence", "cmdline_cpu_args"):
+    _expect(policy["gpu_p2p"] in ("auto", "ignore"), "gpu_p2p", "must be auto or ignore")
+    for key in ("lxc_check", "nvidia_persistence", "cmdline_cpu_args", "pcie_acs_fix", "iommu_passthrough"):
         _expect(isinstance(policy[key], bool), key, "must be true or false")
     skips = policy["skip_checks"]
     _expect(isinstance(skips, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in skips.items()),

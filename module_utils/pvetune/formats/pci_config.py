@@ -431,7 +431,7 @@ def devctl_mrrs(devctl):
     return _payload_size((devctl >> 12) & 0x7)
 
 
-def _read_function(fsroot, bdf, vendor, prefix):
+def _read_function(fsroot, bdf, vendor, prefix, keep_bytes=False):
     base = "%s/%s" % (SYSFS_PCI_DEVICES, bdf)
     errors = []
     fn = {
@@ -492,6 +492,8 @@ def _read_function(fsroot, bdf, vendor, prefix):
     config_path = base + "/config"
     try:
         data = fsroot.read_bytes(config_path, limit=EXT_CONFIG_SIZE)
+        if keep_bytes:
+            fn["raw"] = data
         fn["config"] = parse_config(data)
     except FsError as exc:
         errors.append(str(exc))

@@ -27,27 +27,21 @@ N_CTS = 40
 HOST = "pve-synth256"
 
 
-def cpu_socket(cpu):
-    # Linux numbering: first all cores' thread 0 (socket 0 then 1), then the siblings.
-    return (cpu % (SOCKETS * CORES)) // CORES
-
-
 def build(dest):
     if os.path.lexists(dest):
         shutil.rmtree(dest)
     os.makedirs(dest)
     # pve-gpu04's PCIe side (8 GPUs behind 4 switches: 16 bridges with ACS, Resizable BAR, pci.ids names).
     spec = dict(demo_fleet.HOSTS["pve-gpu04"])
-    saved = (demo_fleet.cpu_socket, demo_fleet.write_cpu_sysfs, demo_fleet.cpuinfo)
-    orig_write_cpu, orig_cpuinfo = demo_fleet.write_cpu_sysfs, demo_fleet.cpuinfo
+    # The demo's EPYC layout, grown to 2 x 64 cores x 2 threads (demo_fleet reads LAYOUTS for every CPU file).
+    saved = dict(demo_fleet.LAYOUTS["epyc"])
     try:
-        demo_fleet.cpu_socket = cpu_socket
-        demo_fleet.write_cpu_sysfs = lambda t, s, ncpu=NCPU: orig_write_cpu(t, s, ncpu=NCPU)
-        demo_fleet.cpuinfo = lambda ncpu=NCPU: orig_cpuinfo(NCPU)
+        demo_fleet.LAYOUTS["epyc"].update(ncpu=NCPU, cores=CORES)
         t = demo_fleet.Tree(dest)
         demo_fleet.write_host(t, HOST, spec)
     finally:
-        demo_fleet.cpu_socket, demo_fleet.write_cpu_sysfs, demo_fleet.cpuinfo = saved
+        demo_fleet.LAYOUTS["epyc"].clear()
+        demo_fleet.LAYOUTS["epyc"].update(saved)
     cpus = "0-%d" % (NCPU - 1)
     for node in range(SOCKETS):
         lo, hi = node * CORES, (node + 1) * CORES - 1

@@ -15,26 +15,27 @@ def statuses(checks):
 def test_demo_fleet_audit(tmp_path, demo_digest):
     reports = tmp_path / "reports"
     run = run_playbook(tmp_path, "audit.yml", extravars={"pvetune_report_dir": str(reports)}, cmdline="--diff")
-    # Exit status: pve-gpu01 and pve-gpu05 fail high-severity checks.
+    # Exit status: pve-gpu01, pve-gpu04 (ACS) and pve-gpu05 fail high-severity checks.
     assert run.rc == 2, run.stdout[-2000:]
     assert run.status == "failed"
 
     # One read-only facts call per host, in check mode, nothing changed.
     facts = run.results(FACTS_TASK)
-    assert sorted(e["host"] for e in facts) == ["pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu05"]
+    assert sorted(e["host"] for e in facts) == ["pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu04", "pve-gpu05"]
     for ev in facts:
         assert ev["res"]["changed"] is False
     stats = run.stats()
-    for host in ("pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu05"):
+    for host in ("pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu04", "pve-gpu05"):
         assert stats["changed"].get(host, 0) == 0  # the reports are written on the controller, not a change
     changed_tasks = [e["task"] for e in run.results() if e["res"].get("changed")]
     assert changed_tasks == []
     # Exactly the failing hosts are marked failed, each by its own task result (issue 15: no run_once charge).
     failed = run.results(event="runner_on_failed")
     name = "Fail the hosts that fail checks at or above the threshold, or could not be audited"
-    assert sorted((e["task"], e["host"]) for e in failed) == [(name, "pve-gpu01"), (name, "pve-gpu05")]
+    assert sorted((e["task"], e["host"]) for e in failed) == [(name, "pve-gpu01"), (name, "pve-gpu04"),
+                                                               (name, "pve-gpu05")]
     assert "fails checks of severity high or higher: " in failed[0]["res"]["msg"]
-    assert {h: n for h, n in stats["failures"].items() if n} == {"pve-gpu01": 1, "pve-gpu05": 1}
+    assert {h: n for h, n in stats["failures"].items() if n} == {"pve-gpu01": 1, "pve-gpu04": 1, "pve-gpu05": 1}
 
     # The snapshot trees are byte-identical before and after.
     assert tree_digest(DEMO_SNAPSHOTS) == demo_digest
@@ -61,7 +62,12 @@ def test_demo_fleet_audit(tmp_path, demo_digest):
     assert latest.is_symlink()
     doc = json.loads((latest / "audit.json").read_text())
     assert doc["schema_version"] == 1
-    assert doc["summary"]["failed_hosts"] == ["pve-gpu01", "pve-gpu05"]
+    assert doc["summary"]["failed_hosts"] == ["pve-gpu01", "pve-gpu04", "pve-gpu05"]
+    host04 = {c["id"]: c for c in [h for h in doc["hosts"] if h["host"] == "pve-gpu04"][0]["checks"]}
+    assert host04["pcie.acs"]["status"] == "fail" and "0000:02:08.0, 0000:02:10.0" in host04["pcie.acs"]["message"]
+    assert "affected GPU pairs: 03:00.0-04:00.0" in host04["pcie.acs"]["message"]
+    assert host04["pcie.bar1"]["status"] == "warn" and "0000:84:00.0" in host04["pcie.bar1"]["message"]
+    assert host04["iommu.mode"]["status"] == "fail"
     host01 = [h for h in doc["hosts"] if h["host"] == "pve-gpu01"][0]
     mrrs = [c for c in host01["checks"] if c["id"] == "pcie.mrrs"][0]
     assert len(mrrs["items"]) == 8
@@ -71,10 +77,13 @@ def test_demo_fleet_audit(tmp_path, demo_digest):
         assert key in mrrs
     junit = ET.parse(str(latest / "junit.xml")).getroot()
     cases = junit.findall(".//testcase")
-    assert len(cases) == 4 * 12
+    assert len(cases) == 5 * 16
     failures = [c for c in cases if c.find("failure") is not None]
-    assert {c.get("classname") for c in failures} == {"pve-gpu01", "pve-gpu05"}
+    assert {c.get("classname") for c in failures} == {"pve-gpu01", "pve-gpu04", "pve-gpu05"}
     html = (latest / "audit.html").read_text()
+    # Every host has eight GPUs: one topology matrix each, with the GPUs' model names.
+    assert html.count('<table class="topo">') == 5 and ">PIX<" in html
+    assert "RTX PRO 6000 Blackwell Server Edition" in html
     assert html.startswith("<!DOCTYPE html>") and "pve-gpu03" in html and "<script" not in html
     assert "pve-gpu01" in (latest / "summary.txt").read_text()
 
@@ -131,9 +140,17 @@ def test_collect_then_audit_the_snapshots_gives_the_same_results(tmp_path):
     run = run_playbook(tmp_path, "collect.yml", extravars={"pvetune_snapshot_dir": str(snaps)})
     assert run.rc == 0, run.stdout[-2000:]
     assert (snaps / "inventory.yml").is_file()
-    for host in ("pve-gpu01", "pve-gpu02", "pve-gpu03"):
+    for host in ("pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu04"):
         assert (snaps / (host + ".tar.gz")).is_file()
         assert json.loads((snaps / host / ".pvetune" / "snapshot.json").read_text())["host"] == host
+    # The PCIe side travels: the switch ports' config spaces, the GPUs' resource files and IOMMU groups, and only
+    # the pci.ids lines of this host's functions.
+    gpu04 = snaps / "pve-gpu04"
+    assert (gpu04 / "sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:08.0/config").stat().st_size == 4096
+    assert (gpu04 / "sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:08.0/0000:03:00.0/resource").is_file()
+    assert (gpu04 / "sys/kernel/iommu_groups/32/type").read_text() == "DMA\n"
+    ids = (gpu04 / "usr/share/misc/pci.ids").read_text()
+    assert ids.startswith("# pci.ids lines for this host's functions") and len(ids.splitlines()) == 7
     direct = run_playbook(tmp_path, "audit.yml", extravars={"pvetune_report_dir": str(tmp_path / "a")})
     again = run_playbook(tmp_path, "audit.yml", inventory=str(snaps / "inventory.yml"),
                          extravars={"pvetune_report_dir": str(tmp_path / "b")})

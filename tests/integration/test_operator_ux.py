@@ -174,7 +174,7 @@ def test_check_diff_on_the_demo_fleet_is_short_and_shows_every_change(tmp_path):
                           cwd=TOP, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
-    assert len(lines) < 400, len(lines)
+    assert len(lines) < 500, len(lines)  # five hosts (367 lines for four before pve-gpu04)
     text = proc.stdout
     for expected in ("+kernel.numa_balancing = 0", "+pcie:0000:01:00.0 MaxReadReq = 4096 bytes (DevCtl 5137)",
                      "amd_pstate=active processor.max_cstate=1", "intel_idle.max_cstate=1",

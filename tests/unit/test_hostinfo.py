@@ -561,6 +561,14 @@ def test_parse_nvidia_smi_csv():
                            {"bus_id": "00000000:21:00.0", "persistence": False}]
 
 
+def test_parse_nvidia_smi_csv_with_the_index():
+    """What gather runs live now: --query-gpu=pci.bus_id,persistence_mode,driver_version,index (the stand-in and
+    nvidia-smi print the fields in the order asked)."""
+    out = nvidia.parse_nvidia_smi("00000000:21:00.0, Enabled, 580.95.05, 1\n00000000:01:00.0, Enabled, 580.95.05, 0\n")
+    assert [(g["bus_id"], g["index"]) for g in out["gpus"]] == [("00000000:21:00.0", 1), ("00000000:01:00.0", 0)]
+    assert nvidia.SMI_QUERY[0] == "--query-gpu=pci.bus_id,persistence_mode,driver_version,index"
+
+
 def test_parse_nvidia_smi_csv_two_columns_and_upper_case():
     out = nvidia.parse_nvidia_smi("00000000:C1:00.0, On\n")
     assert out["gpus"] == [{"bus_id": "00000000:c1:00.0", "persistence": True}]

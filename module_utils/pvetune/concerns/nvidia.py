@@ -22,7 +22,7 @@ from ansible.module_utils.pvetune.formats import dev_nodes, proc_devices
 
 VERSION_FILE = "/proc/driver/nvidia/version"
 SMI_SNAPSHOT = SNAPSHOT_DIR + "/nvidia-smi-q.txt"
-SMI_QUERY = ["--query-gpu=pci.bus_id,persistence_mode,driver_version", "--format=csv,noheader"]
+SMI_QUERY = ["--query-gpu=pci.bus_id,persistence_mode,driver_version,index", "--format=csv,noheader"]
 UVM_NODE = "/dev/nvidia-uvm"
 CTL_NODE = "/dev/nvidiactl"
 
@@ -123,7 +123,7 @@ def parse_nvidia_smi(text):
 
     Understands ``nvidia-smi -q`` ("Persistence Mode : Enabled"), the default
     table ("Persistence-M" column, On/Off) and
-    ``--query-gpu=pci.bus_id,persistence_mode,driver_version --format=csv,noheader``.
+    ``--query-gpu=pci.bus_id,persistence_mode,driver_version[,index] --format=csv,noheader``.
     """
     text = text or ""
     gpus = []
@@ -174,6 +174,8 @@ def parse_nvidia_smi(text):
             gpus.append({"bus_id": parts[0].lower(), "persistence": parts[1].lower() in ("enabled", "on")})
             if len(parts) >= 3 and not driver:
                 driver = parts[2]
+            if len(parts) >= 4 and parts[3].isdigit():
+                gpus[-1]["index"] = int(parts[3])
     return {"driver": driver, "gpus": gpus, "format": "csv" if gpus else "unknown"}
 
 

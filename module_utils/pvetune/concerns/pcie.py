@@ -366,14 +366,14 @@ def check_bar1(facts, policy):
     labels, smi = _labels(facts, gpus), _smi_bar(facts)
     items = []
     for gpu in gpus:
-        bar = gpu.get("bar1") or {}
+        bar1 = gpu.get("bar1") or {}
         rebar = ((gpu.get("rebar") or {}).get("bars") or {}).get(GPU_BAR)
         item = {"name": labels[gpu["bdf"]], "status": "pass", "current": None, "expected": None, "message": ""}
         items.append(item)
         if gpu.get("bar1_error") or gpu.get("rebar_error"):
             item.update(status="error", message=gpu.get("bar1_error") or gpu.get("rebar_error"))
             continue
-        size = bar.get("size")
+        size = bar1.get("size")
         item["current"] = "BAR1 %s" % (pci_ext.size_text(size) if size else "unassigned")
         if gpu["bdf"] in smi:
             g = smi[gpu["bdf"]]
@@ -385,7 +385,7 @@ def check_bar1(facts, policy):
         if rebar["max"] and (size or 0) < rebar["max"]:
             item.update(status="warn", message="BAR1 is %s of up to %s%s: Above 4G Decoding or Resizable BAR is off "
                         "in the firmware" % (pci_ext.size_text(size) or "unassigned", pci_ext.size_text(rebar["max"]),
-                                             ", mapped below 4 GB" if size and bar.get("start", 0) < 1 << 32 else ""))
+                                             ", mapped below 4 GB" if size and bar1.get("start", 0) < 1 << 32 else ""))
     warn = [i for i in items if i["status"] == "warn"]
     errors = [i for i in items if i["status"] == "error"]
     current = ", ".join(sorted({i["current"].split(" (")[0] for i in items if i["current"]})) or None

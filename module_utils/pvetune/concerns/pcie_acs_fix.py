@@ -131,8 +131,8 @@ def apply_step(fsroot, runner, step):
     except pcie_fix.SetpciFailed as exc:
         step.update(result="failed", message=str(exc))
         return step
-    step.update(result="done", message="ACS Control %s -> %04x (%s)" % (step["ctrl_before"], word,
-                                                                         pci_ext.acs_flags(word)))
+    flags = pci_ext.acs_flags(word)
+    step.update(result="done", message="ACS Control %s -> %04x (%s)" % (step["ctrl_before"], word, flags))
     return step
 
 

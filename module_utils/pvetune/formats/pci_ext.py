@@ -55,8 +55,8 @@ def find_ext(info, cap_id):
 
 def _need(data, off, length, what):
     if off + length > len(data):
-        raise PciConfigError("%s at 0x%03x needs 0x%03x bytes; config space has %d" % (what, off, off + length,
-                                                                                           len(data)))
+        raise PciConfigError("%s at 0x%03x needs 0x%03x bytes; config space has %d"
+                             % (what, off, off + length, len(data)))
 
 
 def acs_flags(word):

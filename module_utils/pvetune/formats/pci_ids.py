@@ -25,7 +25,7 @@ def lookup(text, wanted):
     lines that fit no rule are skipped, as pciutils does."""
     text = text or ""
     out = {}
-    for vendor in sorted({v for v, _ in wanted if isinstance(v, int)}):
+    for vendor in sorted({pair[0] for pair in wanted if isinstance(pair[0], int)}):
         start = _vendor_line(text, vendor)
         if start < 0:
             continue

@@ -186,26 +186,21 @@ skipped_commands:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.concerns.cpufreq_fix import fix
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
 
-ARGUMENT_SPEC = {
-    "root": {"type": "path", "default": "/"},
-    "run_id": {"type": "str"},
-    "amd_pstate_mode": {"type": "str", "choices": ["active", "passive", "guided"]},
-    "intel_pstate_mode": {"type": "str", "choices": ["active", "passive"]},
-    "governor": {"type": "str"},
-    "epp": {"type": "str"},
-    "require_runtime_mode": {"type": "bool", "default": False},
-}
+ARGUMENT_SPEC = dict(
+    FIX_ARGS,
+    amd_pstate_mode={"type": "str", "choices": ["active", "passive", "guided"]},
+    intel_pstate_mode={"type": "str", "choices": ["active", "passive"]},
+    governor={"type": "str"},
+    epp={"type": "str"},
+    require_runtime_mode={"type": "bool", "default": False},
+)
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    failed, result, warnings = fix(module.params, module.check_mode, module._diff)
-    for warning in warnings:
-        module.warn(warning)
-    if failed:
-        module.fail_json(**result)
-    module.exit_json(**result)
+    finish(module, *fix(module.params, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

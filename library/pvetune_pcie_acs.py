@@ -102,23 +102,14 @@ skipped_commands:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.concerns.pcie_acs_fix import fix
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, GPU_SELECT_ARGS, finish
 
-ARGUMENT_SPEC = {
-    "root": {"type": "path", "default": "/"},
-    "run_id": {"type": "str"},
-    "vendor": {"type": "str", "default": "0x10de"},
-    "class_prefix": {"type": "str", "default": "0x03"},
-}
+ARGUMENT_SPEC = dict(FIX_ARGS, **GPU_SELECT_ARGS)
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    failed, result, warnings = fix(module.params, module.check_mode, module._diff, module.run_command)
-    for warning in warnings:
-        module.warn(warning)
-    if failed:
-        module.fail_json(**result)
-    module.exit_json(**result)
+    finish(module, *fix(module.params, module.check_mode, module._diff, module.run_command))
 
 
 if __name__ == "__main__":

@@ -113,25 +113,15 @@ skipped_commands:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.concerns.pcie_fix import fix
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, GPU_SELECT_ARGS, finish
 
-ARGUMENT_SPEC = {
-    "root": {"type": "path", "default": "/"},
-    "run_id": {"type": "str"},
-    "mrrs": {"type": "int", "default": 4096, "choices": [128, 256, 512, 1024, 2048, 4096]},
-    "vendor": {"type": "str", "default": "0x10de"},
-    "class_prefix": {"type": "str", "default": "0x03"},
-    "bdfs": {"type": "list", "elements": "str"},
-}
+ARGUMENT_SPEC = dict(FIX_ARGS, mrrs={"type": "int", "default": 4096, "choices": [128, 256, 512, 1024, 2048, 4096]},
+                     bdfs={"type": "list", "elements": "str"}, **GPU_SELECT_ARGS)
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    failed, result, warnings = fix(module.params, module.check_mode, module._diff, module.run_command)
-    for warning in warnings:
-        module.warn(warning)
-    if failed:
-        module.fail_json(**result)
-    module.exit_json(**result)
+    finish(module, *fix(module.params, module.check_mode, module._diff, module.run_command))
 
 
 if __name__ == "__main__":

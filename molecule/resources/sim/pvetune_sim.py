@@ -16,8 +16,9 @@ are podman tmpfs mounts, empty after every container start, and filled at boot b
               image must exist. Then /sys and /proc are laid out from the seed (the cpufreq driver
               and C-states follow the command line: amd_pstate=active -> amd-pstate-epp with the
               kernel's defaults governor=powersave/EPP=balance_performance, else acpi-cpufreq;
-              processor.max_cstate=0/1 -> no C2), /proc/cmdline and osrelease are written, the
-              tree's sysctl.d files are applied to its /proc/sys (what systemd-sysctl does), PCIe
+              processor.max_cstate=0/1 -> no C2; iommu=pt -> identity IOMMU domains), /proc/cmdline
+              and osrelease are written, the tree's sysctl.d files are applied to its /proc/sys
+              (what systemd-sysctl does), PCIe
               config spaces come back with the firmware's MaxReadReq, and the "NVIDIA driver" loads:
               its majors (seed default, or /var/lib/pvetune-sim/next-boot.json) are registered in
               /proc/devices and real nodes are made with mknod in the tree's /dev.
@@ -217,6 +218,18 @@ def cpu_variant(args):
     return driver, "c1" if limit <= 1 else "c8"
 
 
+def iommu_domains(root, args):
+    """iommu=pt gives host devices identity domains (drivers/iommu/iommu.c, iommu_set_default_passthrough):
+    every group the seed has as DMA or DMA-FQ becomes identity; the kernel default otherwise. Returns the type."""
+    passthrough = "iommu=pt" in args.split()
+    kind = None
+    for path in glob.glob(tpath(root, "/sys/kernel/iommu_groups/*/type")):
+        if passthrough and read(path, "").strip() in ("DMA", "DMA-FQ"):
+            write(path, "identity\n")
+        kind = read(path, "").strip()
+    return kind
+
+
 def clear_dir(path):
     os.makedirs(path, exist_ok=True)
     for name in os.listdir(path):
@@ -312,6 +325,7 @@ def cmd_boot(_args):
         record["cpufreq_driver"], record["cstates"] = driver, cstates
         for name in ("runtime-base.tar", "runtime-cpu-%s-%s.tar" % (driver, cstates)):
             subprocess.run(["tar", "-C", root, "-xf", os.path.join(SEED, name)], check=True)
+        record["iommu_groups"] = iommu_domains(root, entry["args"])
         write(tpath(root, "/proc/cmdline"), entry["cmdline"] + "\n")
         write(tpath(root, "/proc/sys/kernel/osrelease"), entry["kernel"] + "\n")
         record["sysctl"], record["sysctl_unknown"] = apply_sysctl(root)

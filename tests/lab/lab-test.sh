@@ -4,9 +4,10 @@
 # phase of scripts/run_tests.sh run.
 #
 #   deps -> build (cached) -> up 2 -> seed, then
-#   1 audit-before     audit.yml with the lab policy (tests/lab/policy.yml): the expected checks fail,
-#                      the fallback is a warn with its reason, and nothing on either VM changed
-#                      (tests/lab/vm/state.sh listing before == after).
+#   1 audit-before     audit.yml with the lab policy (tests/lab/policy.yml): the expected checks fail
+#                      (pcie.acs on the switch ports the kernel set ACS on, iommu.mode on the GPUs'
+#                      translated groups), the fallback is a warn with its reason, and nothing on
+#                      either VM changed (tests/lab/vm/state.sh listing before == after).
 #   2 check-diff       fix.yml --check --diff -e pvetune_reboot_ok=true: every fix reports the change it would
 #                      make (the diff lines are checked), and nothing on either VM changed (listing,
 #                      boot_id, kernel values, no lock).
@@ -21,12 +22,15 @@
 #                      is touched (ansible-runner event order).
 #   6 verify           the running kernels, read over SSH (tests/lab/vm/kstate.sh): /proc/cmdline, the
 #                      processor module's max_cstate, cpuidle states, numa_balancing, MaxReadReq read
-#                      with setpci after the reboot reset it (restored by pvetune-pcie-mrrs.service),
+#                      with setpci after the reboot reset it and ACS Control after the kernel set it
+#                      again (both restored by pvetune-pcie-mrrs.service), identity IOMMU groups (iommu=pt),
 #                      uname -r = the pinned non-default kernel, CT 101 allows this boot's uvm major
 #                      (rewritten at boot by pvetune-lxc-gpu.service).
 #   7 audit-after      every check the VM can satisfy passes; cpu.scaling_driver is warn (no CPPC);
 #                      nothing fails or errors.
 #   8 fix-again        0 changed, no reboot (both VMs in one batch).
+#   9 rollback         rollback.yml (no reboot, both VMs in one batch): the runtime values are back,
+#                      ACS Control 001d on both switch ports, DevCtl 2000, the boot units removed.
 # Every VM is stopped at the end, also on failure. Phase times: tests/lab/work/timings.txt.
 #
 # Knobs: LAB_WORK (tests/lab/work), PVETUNE_VENV (.venv), LAB_TEST_REBOOT_TIMEOUT (900 s, the fix
@@ -172,7 +176,7 @@ audit_before() {
     local h=lab-vm$i c want
     for c in cpu.governor:fail cpu.cstates:fail kernel.numa_balancing:fail pcie.mrrs:fail boot.cmdline:fail \
         lxc.gpu_devices:fail cpu.scaling_driver:warn cpu.epp:skip nvidia.driver:skip pcie.link:pass \
-        kernel.version:pass iommu.mode:pass; do
+        kernel.version:pass pcie.acs:fail iommu.mode:fail pcie.topology:pass pcie.bar1:pass pcie.sriov:skip; do
       want=${c#*:}
       s=$(status_of "$lines" "$h" "${c%%:*}")
       check_eq "$h ${c%%:*} before the fix" "${s%%$'\t'*}" "$want"
@@ -184,6 +188,19 @@ audit_before() {
     check_has "$h nvidia.driver skip has the policy's reason" "$s" "skipped by policy: lab VM"
     s=$(status_of "$lines" "$h" lxc.gpu_devices)
     check_has "$h lxc.gpu_devices names the stale uvm line" "$s" "c $UVM_CT:* rwm"
+    s=$(status_of "$lines" "$h" pcie.acs)
+    check_has "$h pcie.acs names both switch downstream ports" "$s" \
+      "ACS redirects GPU peer traffic to the root complex on 0000:42:00.0, 0000:42:01.0"
+    s=$(status_of "$lines" "$h" iommu.mode)
+    check_has "$h iommu.mode: both GPUs translated (DMA-FQ)" "$s" "2 host-owned GPUs in a translated IOMMU domain (DMA-FQ)"
+    # What the kernel itself did at boot (IOMMU on): ACS SV RR CR UF on both ports, a translated group per GPU.
+    load_kstate audit "$i"
+    check_eq "$h kernel set ACSCtl 001d on 42:00.0 / 42:01.0 at boot (setpci)" \
+      "${K[acsctl_42_00_0]} ${K[acsctl_42_01_0]}" "001d 001d"
+    check_eq "$h lspci 42:00.0 ACSCtl at boot" "${K[lspci_acsctl_42_00_0]}" "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
+    check_eq "$h IOMMU default domain, GPU groups' types (no iommu=pt)" \
+      "${K[iommu_default_type]} ${K[iommu_type_43_00_0]} ${K[iommu_type_44_00_0]}" "DMA-FQ DMA-FQ DMA-FQ"
+    check_no "$h GPUs in different IOMMU groups" "${K[iommu_group_43_00_0]}" "^${K[iommu_group_44_00_0]}\$"
     save_state audit-post "$i"
     same_state "$h unchanged by the audit" audit-pre audit-post "$i"
   done
@@ -209,7 +226,11 @@ check_diff() {
   for d in '+kernel.numa_balancing = 0' '+cpufreq:policy[0-1]:scaling_governor = performance' \
       '+pcie:0000:43:00.0 MaxReadReq = 4096 bytes (DevCtl 5000)' \
       '+pcie:0000:44:00.0 MaxReadReq = 4096 bytes (DevCtl 5000)' \
-      '+GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT amd_pstate=active processor.max_cstate=1"' \
+      '+GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT amd_pstate=active processor.max_cstate=1 iommu=pt"' \
+      '-pcie:0000:42:00.0 ACSCtl = 001d (SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-)' \
+      '+pcie:0000:42:00.0 ACSCtl = 0011 (SrcValid+ TransBlk- ReqRedir- CmpltRedir- UpstreamFwd+ EgressCtrl- DirectTrans-)' \
+      '-pcie:0000:42:01.0 ACSCtl = 001d (SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-)' \
+      '+pcie:0000:42:01.0 ACSCtl = 0011 (SrcValid+ TransBlk- ReqRedir- CmpltRedir- UpstreamFwd+ EgressCtrl- DirectTrans-)' \
       "+$PIN" "+pin: $PIN"; do
     check_eq "diff shows, per VM: ${d:0:70}" "$(grep -cxF -- "$d" <<<"$diffs")" "$N"
   done
@@ -231,6 +252,7 @@ check_diff() {
         'Set the P-state driver mode, governor and EPP on every CPU policy' 'Set PCIe MaxReadReq on the NVIDIA functions' \
         'Ensure the kernel command line arguments' 'Install and pin the kernel series' \
         'Regenerate the NVIDIA device entries of the GPU containers' \
+        'Clear the ACS redirect bits between GPUs that share a PCIe switch' \
         'Install the boot-time re-application (library, helper, settings, units)'; do
       check_eq "$h would change: ${t:0:56}" "$(labtool res check-diff "$h" "pvetune_fix : $t" changed)" true
     done
@@ -245,6 +267,8 @@ check_diff() {
     check_eq "$h same boot, kernel values unchanged (cmdline/numa/governor/devctl)" \
       "${K[boot_id]} ${K[numa_balancing]} ${K[governor]} ${K[devctl_43_00_0]} ${K[devctl_44_00_0]} ${K[max_cstate_param]}" \
       "${BOOT_ID[$i]} 1 schedutil 2000 2000 8"
+    check_eq "$h ACSCtl unchanged by the check run (42:00.0 / 42:01.0)" \
+      "${K[acsctl_42_00_0]} ${K[acsctl_42_01_0]}" "001d 001d"
     check_eq "$h no pvetune lock after the check run" "${K[pvetune_lock]}" absent
   done
 }
@@ -352,6 +376,14 @@ fix_run() {
     check_eq "$h kernel: Debian package name, series kernels already there" \
       "$(labtool res fix "$h" "$kt" package) $(labtool res fix "$h" "$kt" series_installed)" \
       "linux-image-amd64 [\"$PIN\", \"${PIN/-amd64/-cloud-amd64}\"]"
+    local at='pvetune_fix : Clear the ACS redirect bits between GPUs that share a PCIe switch' a
+    a=$(labtool res fix "$h" "$at" changed)/$(labtool res fix "$h" "$at" boot_ports)
+    check_eq "$h ACS fix: changed, boot_ports both switch ports" "$a" 'true/["0000:42:00.0", "0000:42:01.0"]'
+    for a in 0 1; do
+      check_eq "$h ACS fix: port $a written and verified" \
+        "$(labtool res fix "$h" "$at" ports.$a.bdf) $(labtool res fix "$h" "$at" ports.$a.result) $(labtool res fix "$h" "$at" ports.$a.message)" \
+        "0000:42:0$a.0 done ACS Control 001d -> 0011 (SrcValid+ TransBlk- ReqRedir- CmpltRedir- UpstreamFwd+ EgressCtrl- DirectTrans-)"
+    done
     check_eq "$h cpufreq: amd_pstate needs the boot arg (first run: reboot_required)" \
       "$(labtool res fix "$h" 'pvetune_fix : Set the P-state driver mode, governor and EPP on every CPU policy' \
         reboot_required)" true
@@ -403,6 +435,21 @@ verify() {
     # The reboot reset DevCtl to 512 and the unit wrote 4096 back (its own journal lines).
     check_eq "$h pcie-mrrs unit restored both functions this boot (journal 512 -> 4096)" \
       "$(grep -o 'MaxReadReq 512 -> 4096' <<<"${K[journal_pvetune-pcie-mrrs]}" | wc -l)" 2
+    # ACS: the kernel set 001d again at enumeration (IOMMU on); the same unit cleared RR CR (journal), so
+    # config space now reads 0011 on both switch downstream ports.
+    check_eq "$h boot configuration acs_ports" "${K[acs_ports_config]}" "0000:42:00.0 0000:42:01.0"
+    check_eq "$h setpci 42:00.0 / 42:01.0 ECAP_ACS+6.w after the reboot" \
+      "${K[acsctl_42_00_0]} ${K[acsctl_42_01_0]}" "0011 0011"
+    check_has "$h lspci -vvv 42:00.0 ACSCtl after the reboot" "${K[lspci_acsctl_42_00_0]}" "ReqRedir- CmpltRedir-"
+    check_has "$h lspci -vvv 42:01.0 ACSCtl after the reboot" "${K[lspci_acsctl_42_01_0]}" "ReqRedir- CmpltRedir-"
+    for b in 0000:42:00.0 0000:42:01.0; do
+      check_has "$h pcie-mrrs unit cleared ACS on $b this boot (journal)" \
+        "${K[journal_pvetune-pcie-mrrs]}" "ACS $b: ACS Control 001d -> 0011"
+    done
+    check_has "$h /proc/cmdline has iommu=pt (intel_iommu=on kept)" "${K[cmdline]}" " intel_iommu=on amd_pstate=active processor.max_cstate=1 iommu=pt"
+    check_eq "$h IOMMU default domain, GPU groups' types (iommu=pt)" \
+      "${K[iommu_default_type]} ${K[iommu_type_43_00_0]} ${K[iommu_type_44_00_0]}" "identity identity identity"
+    check_no "$h GPUs still in different IOMMU groups" "${K[iommu_group_43_00_0]}" "^${K[iommu_group_44_00_0]}\$"
     check_eq "$h pvetune-cpufreq.service active" "${K[active_pvetune-cpufreq]}" active
     check_eq "$h governor (pvetune-cpufreq at boot)" "${K[governor]}" performance
     check_has "$h cpufreq unit says why amd_pstate is absent" "${K[journal_pvetune-cpufreq]}" "did not load"
@@ -428,7 +475,7 @@ audit_after() {
   for ((i = 1; i <= N; i++)); do
     local h=lab-vm$i c s
     for c in cpu.governor cpu.cstates kernel.numa_balancing pcie.mrrs pcie.link kernel.version boot.cmdline \
-        lxc.gpu_devices iommu.mode; do
+        lxc.gpu_devices iommu.mode pcie.acs pcie.topology pcie.bar1; do
       s=$(status_of "$lines" "$h" "$c")
       check_eq "$h $c after the fix" "${s%%$'\t'*}" pass
     done
@@ -442,6 +489,8 @@ audit_after() {
     check_has "$h nvidia.driver skip with reason" "$s" "skipped by policy: lab VM"
     s=$(status_of "$lines" "$h" lxc.gpu_devices)
     check_has "$h lxc.gpu_devices: current majors" "$s" "nvidia-uvm=$UVM_NEXT"
+    s=$(status_of "$lines" "$h" pcie.sriov)
+    check_eq "$h pcie.sriov skip (the emulated functions have no SR-IOV)" "${s%%$'\t'*}" skip
   done
 }
 
@@ -473,6 +522,34 @@ fix_again() {
   done
 }
 
+# rollback.yml without a reboot (both VMs in one batch): the runtime values go back to the manifest's
+# originals at once; here the ACS redirect bits (the kernel's 001d, not the lab's reset value). No force:
+# CT 101's config, rewritten at boot by pvetune-lxc-gpu.service, is still what the manifest records.
+rollback() {
+  local rc=0 run i stats rt
+  local rt_task='Restore the originals, remove what pvetune installed, put runtime values back'
+  run=rollback-lab-$(date -u +%Y%m%dT%H%M%SZ)
+  play rollback rollback.yml -e pvetune_serial=2 -e "pvetune_run_id_override=$run" || rc=$?
+  check_eq "rollback.yml succeeds" "$rc" 0
+  stats=$(labtool stats rollback)
+  for ((i = 1; i <= N; i++)); do
+    local h=lab-vm$i
+    check_eq "$h rollback: failures / unreachable" "$(awk -v h=$h '$1 == h { print $4, $5 }' <<<"$stats")" "0 0"
+    check_eq "$h rollback: no conflicts" "$(labtool res rollback "$h" "$rt_task" conflicts)" "[]"
+    rt=$(labtool res rollback "$h" "$rt_task" runtime | "$PY" -c 'import json, sys
+for r in json.load(sys.stdin) or []:
+    if r.get("key", "").endswith(":acsctl"):
+        print(r["key"], r["result"], r.get("before"), "->", r.get("after"))' 2>&1 | xargs)
+    check_eq "$h rollback restored ACS Control (module result)" "$rt" \
+      "pcie:0000:42:00.0:acsctl restored ACSCtl 0011 -> ACSCtl 001d pcie:0000:42:01.0:acsctl restored ACSCtl 0011 -> ACSCtl 001d"
+    load_kstate after-rollback "$i"
+    check_eq "$h setpci ACSCtl 42:00.0 / 42:01.0 after rollback" "${K[acsctl_42_00_0]} ${K[acsctl_42_01_0]}" "001d 001d"
+    check_eq "$h DevCtl 43:00.0 / 44:00.0 after rollback" "${K[devctl_43_00_0]} ${K[devctl_44_00_0]}" "2000 2000"
+    check_no "$h pvetune-pcie-mrrs.service no longer enabled" "${K[enabled_pvetune-pcie-mrrs]}" '^enabled$'
+    check_eq "$h same boot (no reboot)" "${K[boot_id]}" "$(grep '^boot_id=' "$OUT/kstate-after-fix-vm$i" | cut -d= -f2)"
+  done
+}
+
 down_and_verify() {
   local pids p alive=
   pids=$(cat "$W"/vms/vm*.pid 2>/dev/null | xargs || true)
@@ -500,6 +577,7 @@ phase "5 fix (2 x fix + reboot, serial)" fix_run
 phase "6 verify" verify
 phase "7 audit-after" audit_after
 phase "8 fix-again" fix_again
+phase "9 rollback (no reboot)" rollback
 phase down down_and_verify
 trap - EXIT
 

@@ -8,7 +8,8 @@
 # expander with an emulated PCIe switch above the two "GPUs", an extra ACPI table (lab-pm.asl)
 # for acpi-cpufreq + acpi_idle, and a patched QEMU 7.2 (qemu-lab.patch) whose PCIe DevCtl
 # MaxReadReq is writable, resets to 512 on reboot, whose emulated functions can carry NVIDIA's
-# vendor id, and whose switch downstream ports have an ACS capability.
+# vendor id, and whose switch downstream ports have an ACS capability; an emulated VT-d IOMMU
+# (intel_iommu=on in the image's GRUB), so the kernel enables ACS on those ports at every boot.
 #
 # Subcommands:
 #   deps            apt-get install what the lab needs (idempotent; system apt sources untouched)
@@ -348,13 +349,15 @@ EOF
       e2scrub_reap.service systemd-networkd-wait-online.service; do
     ln -sfn /dev/null "$t/etc/systemd/system/$u"
   done
-  # GRUB as a stock Debian/Proxmox host has it: no amd_pstate=active, no processor.max_cstate=1.
+  # GRUB as a Proxmox GPU host set up for PCI passthrough has it: intel_iommu=on (as the Proxmox
+  # docs say; Debian's kernel leaves the Intel IOMMU off without it, and the VM's is an emulated
+  # VT-d, see start_vm), no iommu=pt, no amd_pstate=active, no processor.max_cstate=1.
   cat >"$t/etc/default/grub" <<'EOF'
-# Lab image (tests/lab/lab.sh): stock kernel command line, serial console, short timeout.
+# Lab image (tests/lab/lab.sh): stock kernel command line + intel_iommu=on, serial console, short timeout.
 GRUB_DEFAULT=0
 GRUB_TIMEOUT=1
 GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`
-GRUB_CMDLINE_LINUX_DEFAULT="quiet"
+GRUB_CMDLINE_LINUX_DEFAULT="quiet intel_iommu=on"
 GRUB_CMDLINE_LINUX="console=ttyS0,115200n8"
 GRUB_TERMINAL="serial"
 GRUB_SERIAL_COMMAND="serial --unit=0 --speed=115200"
@@ -508,8 +511,16 @@ start_vm() {
   # x-lab-* properties, the writable/resetting DevCtl and the downstream ports' ACS capability
   # come from qemu-lab.patch. romfile= everywhere: no option ROMs to load, no iPXE in the boot
   # path. 3>&-: see build_base.
+  # intel-iommu: an emulated VT-d (q35 only; one DMAR unit covering every PCI segment 0 device,
+  # pxb buses included). It is the first -device: a PCI device realized before it would get no
+  # IOMMU address space. With intel_iommu=on (baked into GRUB, guest_files) the kernel enables ACS
+  # (SrcValid ReqRedir CmpltRedir UpstreamFwd, 001d) on every port with the capability at
+  # enumeration and puts each "GPU" in its own IOMMU group. Defaults suffice: intremap=auto is on
+  # under TCG and off under KVM's in-kernel irqchip (no kernel-irqchip=split needed); caching-mode
+  # is only for VFIO in the guest.
   local gpu=(romfile= x-lab-vendor-id=0x10de x-lab-device-id=0x2bb5 x-lab-class=0x030200)
   "$QEMU_BIN" "${QEMU_FW[@]}" -name "lab-vm$i" "${VM_ACCEL[@]}" -cpu EPYC-Rome -machine q35 \
+    -device intel-iommu \
     -m $((2 * MEM_NODE)) -smp 2,sockets=2,cores=1,threads=1 \
     -object memory-backend-ram,id=m0,size="${MEM_NODE}M" \
     -object memory-backend-ram,id=m1,size="${MEM_NODE}M" \

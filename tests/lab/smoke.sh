@@ -4,11 +4,13 @@
 #   numa_balancing = 1; acpi-cpufreq with a non-performance governor; acpi_idle with
 #   POLL/C1/C2/C3 enabled; two NVIDIA-id PCIe functions at MaxReadReq 512, at 43:00.0 and 44:00.0
 #   behind two downstream ports of one emulated switch (NUMA node 0), whose ACS capability is
-#   there with ACS Control 0 (no IOMMU in the VM, so the kernel enables no ACS);
+#   there with ACS Control 001d (SV RR CR UF: the VM has an emulated VT-d and intel_iommu=on, so
+#   the kernel enables ACS at enumeration); each function in its own, translated IOMMU group;
 #   two kernels, GRUB booting its default; the seeded /dev/nvidia* nodes and CT 101 config.
 # Then: a masked setpci write (CAP_EXP+8.w=5000:7000) really moves MaxReadReq to 4096, masked
 # ECAP_ACS+6.w writes set and clear ACS Control bits on the downstream ports, and one reboot
-# shows (a) MaxReadReq back at 512 and ACS Control back at 0 (what a boot-time unit must fix),
+# shows (a) MaxReadReq back at 512 and ACS Control set by the kernel again, 001d (what a boot-time
+# unit must fix),
 # (b) the edited GRUB_CMDLINE_LINUX_DEFAULT (+ update-grub) in /proc/cmdline, (c) the uvm major
 # read from /etc/pvetune-lab/uvm-major at boot. Every VM is stopped at the end (also on failure).
 # Prints the time of every phase and closes with 'N passed, N failed'.
@@ -18,7 +20,7 @@ LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LAB=$LAB_DIR/lab.sh
 N=${SMOKE_VMS:-2}
 REBOOT_TIMEOUT=${SMOKE_REBOOT_TIMEOUT:-600}
-NEW_DEFAULT='quiet amd_pstate=active processor.max_cstate=1'
+NEW_DEFAULT='quiet intel_iommu=on amd_pstate=active processor.max_cstate=1'   # keeps the IOMMU on
 UVM_AFTER=510
 
 PASS=0 FAIL=0
@@ -85,9 +87,16 @@ for b in $bdfs; do
   echo "gpu${i}_switch_type=$(lspci -vv -s $u | sed -n 's/.*Express (v[0-9]) \([A-Za-z ]*Port\).*/\1/p' | head -1)"
   echo "gpu${i}_acscap=$(setpci -s $p ECAP_ACS+4.w 2>/dev/null || echo none)"
   echo "gpu${i}_acsctl=$(setpci -s $p ECAP_ACS+6.w 2>/dev/null || echo none)"
+  g=$(basename "$(readlink /sys/bus/pci/devices/$b/iommu_group 2>/dev/null)" 2>/dev/null)
+  echo "gpu${i}_group=${g:-none}"
+  echo "gpu${i}_group_type=$(cat /sys/kernel/iommu_groups/$g/type 2>/dev/null || echo none)"
+  echo "gpu${i}_group_devices=$(ls /sys/kernel/iommu_groups/$g/devices 2>/dev/null | xargs)"
   i=$((i + 1))
 done
 dev() { [ -c "$1" ] && printf '%d:%d' "0x$(stat -c %t "$1")" "0x$(stat -c %T "$1")" || echo missing; }
+echo "iommu_units=$(ls /sys/class/iommu 2>/dev/null | xargs)"
+echo "iommu_groups=$(ls /sys/kernel/iommu_groups 2>/dev/null | wc -l)"
+echo "rootport_acsctl=$(setpci -s 40:00.0 ECAP_ACS+6.w 2>/dev/null || echo none)"
 echo "dev_nvidia0=$(dev /dev/nvidia0)"
 echo "dev_nvidiactl=$(dev /dev/nvidiactl)"
 echo "dev_uvm=$(dev /dev/nvidia-uvm)"
@@ -97,7 +106,7 @@ echo "ct101_allow=$(grep '^lxc.cgroup2.devices.allow' /etc/pve/lxc/101.conf 2>/d
 EOF
 )
 
-FACTS_DIR=$LAB_DIR/work/smoke-facts
+FACTS_DIR=${LAB_WORK:-$LAB_DIR/work}/smoke-facts
 declare -A F   # facts of the VM last loaded
 gather_all() { # gather_all TAG: every VM's facts, in parallel, into $FACTS_DIR/TAG-vmN
   local i p pids=()
@@ -120,7 +129,8 @@ show() {   # the relevant facts, briefly
   local k
   for k in kernel cmdline numa_balancing cpufreq_driver governor cpuidle_driver cpuidle_states \
       kernels grub_first_kernel nvidia_bdfs gpu0_class gpu0_devctl gpu0_mrrs gpu0_numa gpu1_devctl \
-      gpu1_mrrs gpu1_numa gpu0_port gpu1_port gpu0_switch gpu0_acsctl gpu1_acsctl dev_uvm \
+      gpu1_mrrs gpu1_numa gpu0_port gpu1_port gpu0_switch gpu0_acsctl gpu1_acsctl rootport_acsctl iommu_units \
+      gpu0_group gpu0_group_type gpu0_group_devices gpu1_group gpu1_group_type gpu1_group_devices dev_uvm \
       ct101_allow; do
     printf '    %-18s %s\n' "$k" "${F[$k]:-}"
   done
@@ -160,8 +170,15 @@ check_initial() {
       "${F[gpu0_switch]} ${F[gpu1_switch]} ${F[gpu0_switch_type]}" '0000:41:00\.0 0000:41:00\.0 Upstream Port'
     check "vm$i gpu0 port ACSCap SV TB RR CR UF DT (setpci)" "${F[gpu0_acscap]}" 005f
     check "vm$i gpu1 port ACSCap SV TB RR CR UF DT (setpci)" "${F[gpu1_acscap]}" 005f
-    check "vm$i gpu0 port ACSCtl 0 at boot (no IOMMU)" "${F[gpu0_acsctl]}" 0000
-    check "vm$i gpu1 port ACSCtl 0 at boot (no IOMMU)" "${F[gpu1_acsctl]}" 0000
+    check "vm$i IOMMU on (intel_iommu=on, one DMAR unit)" "$(grep -o 'intel_iommu=on' <<<"${F[cmdline]}") ${F[iommu_units]}" \
+      'intel_iommu=on dmar0'
+    check "vm$i gpu0 port ACSCtl SV RR CR UF at boot (kernel, IOMMU on)" "${F[gpu0_acsctl]}" 001d
+    check "vm$i gpu1 port ACSCtl SV RR CR UF at boot (kernel, IOMMU on)" "${F[gpu1_acsctl]}" 001d
+    check "vm$i root port 40:00.0 ACSCtl at boot" "${F[rootport_acsctl]}" 001d
+    check "vm$i gpu0 alone in its IOMMU group" "${F[gpu0_group_devices]}" "${F[gpu0_bdf]//./\\.}"
+    check "vm$i gpu1 alone in its IOMMU group" "${F[gpu1_group_devices]}" "${F[gpu1_bdf]//./\\.}"
+    check "vm$i GPU groups translated (Debian default domain, no iommu=pt)" \
+      "${F[gpu0_group_type]} ${F[gpu1_group_type]}" 'DMA-FQ DMA-FQ'
     check "vm$i gpu0 MaxReadReq (lspci)" "${F[gpu0_mrrs]}" 512
     check "vm$i gpu1 MaxReadReq (lspci)" "${F[gpu1_mrrs]}" 512
     DEVCTL[$i:${F[gpu0_bdf]}]=${F[gpu0_devctl]}
@@ -193,22 +210,25 @@ masked_write() {
   done
 }
 
-# ACS Control on the GPUs' switch downstream ports: set SV RR CR UF (what the kernel enables when
-# an IOMMU is on), then clear RR CR EC only (a masked write; EC is not implemented: stays 0).
+# ACS Control on the GPUs' switch downstream ports, 001d from the kernel at boot: clear RR CR EC only
+# (a masked write; EC is not implemented: stays 0), set SV RR CR UF again (what the kernel enables),
+# clear again (the reboot must then show the kernel setting them once more).
 masked_acs_write() {
-  local i p set clr ctl out
+  local i p clr set clr2 ctl out
   for ((i = 1; i <= N; i++)); do
     # shellcheck disable=SC2016  # expands in the VM
     out=$(vssh "$i" 'for b in $(lspci -D -n -d 10de: | cut -d" " -f1); do
         p=$(basename "$(readlink -f /sys/bus/pci/devices/$b/..)")
-        setpci -s $p ECAP_ACS+6.w=001d:001d; s=$(setpci -s $p ECAP_ACS+6.w)
         setpci -s $p ECAP_ACS+6.w=0000:002c; c=$(setpci -s $p ECAP_ACS+6.w)
-        echo "$p $s $c $(lspci -vvv -s $p | sed -n "s/^[[:space:]]*ACSCtl:[[:space:]]*//p")"
+        setpci -s $p ECAP_ACS+6.w=001d:001d; s=$(setpci -s $p ECAP_ACS+6.w)
+        setpci -s $p ECAP_ACS+6.w=0000:002c; c2=$(setpci -s $p ECAP_ACS+6.w)
+        echo "$p $c $s $c2 $(lspci -vvv -s $p | sed -n "s/^[[:space:]]*ACSCtl:[[:space:]]*//p")"
       done')
-    while read -r p set clr ctl; do
-      say "vm$i $p ACSCtl after =001d:001d: $set, after =0000:002c: $clr ($ctl)"
-      check "vm$i $p ACSCtl after ECAP_ACS+6.w=001d:001d" "$set" 001d
+    while read -r p clr set clr2 ctl; do
+      say "vm$i $p ACSCtl after =0000:002c: $clr, after =001d:001d: $set, after =0000:002c: $clr2 ($ctl)"
       check "vm$i $p ACSCtl after ECAP_ACS+6.w=0000:002c (RR CR cleared)" "$clr" 0011
+      check "vm$i $p ACSCtl after ECAP_ACS+6.w=001d:001d" "$set" 001d
+      check "vm$i $p ACSCtl after ECAP_ACS+6.w=0000:002c again" "$clr2" 0011
       check "vm$i $p lspci ACSCtl" "$ctl" \
         'SrcValid\+ TransBlk- ReqRedir- CmpltRedir- UpstreamFwd\+ EgressCtrl- DirectTrans-'
     done <<<"$out"
@@ -270,8 +290,8 @@ check_after_reboot() {
     check "vm$i rebooted (new boot_id)" "$([[ ${F[boot_id]} != "${BOOT_ID[$i]}" ]] && echo yes)" yes
     check "vm$i gpu0 MaxReadReq reset to 512" "${F[gpu0_mrrs]}" 512
     check "vm$i gpu1 MaxReadReq reset to 512" "${F[gpu1_mrrs]}" 512
-    check "vm$i gpu0 port ACSCtl reset to 0" "${F[gpu0_acsctl]}" 0000
-    check "vm$i gpu1 port ACSCtl reset to 0" "${F[gpu1_acsctl]}" 0000
+    check "vm$i gpu0 port ACSCtl set again by the kernel (001d)" "${F[gpu0_acsctl]}" 001d
+    check "vm$i gpu1 port ACSCtl set again by the kernel (001d)" "${F[gpu1_acsctl]}" 001d
     check "vm$i /proc/cmdline has processor.max_cstate=1" \
       "$(grep -o 'processor.max_cstate=1' <<<"${F[cmdline]}")" 'processor.max_cstate=1'
     check "vm$i /proc/cmdline has amd_pstate=active" \
@@ -286,7 +306,7 @@ check_after_reboot() {
 
 down_and_verify() {
   local pids
-  pids=$(cat "$LAB_DIR"/work/vms/vm*.pid 2>/dev/null | xargs || true)
+  pids=$(cat "${LAB_WORK:-$LAB_DIR/work}"/vms/vm*.pid 2>/dev/null | xargs || true)
   "$LAB" down
   local p alive=
   for p in $pids; do   # a zombie waiting for init to reap it has stopped too

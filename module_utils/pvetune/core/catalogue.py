@@ -177,7 +177,10 @@ CATALOGUE = (
         "remediation": (
             "Clear only the redirect bits of ACS Control on the ports named: setpci -s <port> "
             "ECAP_ACS+6.w=0000:002c (a masked write; Source Validation and the other bits stay), re-applied at every "
-            "boot; pvetune does this with policy pcie_acs_fix: true. Never on a port above a vfio-pci device."
+            "boot; pvetune does this with policy pcie_acs_fix: true. Never on a port above a vfio-pci device. The "
+            "kernel forms IOMMU groups at boot, with ACS on: afterwards the GPUs of that switch still show separate "
+            "groups but are no longer isolated from each other, so do not pass one of them to a VM (hostpci) "
+            "without rollback.yml and a reboot."
         ),
         "fix_tag": "pcie",
         "reboot": "no",

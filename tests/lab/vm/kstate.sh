@@ -22,6 +22,22 @@ for b in $(lspci -D -n -d 10de: | cut -d' ' -f1); do
   kv "devctl_$k" "$(setpci -s "$b" CAP_EXP+8.w)"
   kv "mrrs_$k" "$(lspci -vv -s "$b" | sed -n 's/.*MaxReadReq \([0-9]*\) bytes.*/\1/p')"
 done
+# The IOMMU and ACS: the GPUs' groups and their domain types, the first group's type (the kernel's
+# default domain), the switch downstream ports' ACS Control (setpci word and lspci's text).
+kv iommu_units "$(ls /sys/class/iommu 2>/dev/null | xargs)"
+kv iommu_default_type "$(cat "$(ls -d /sys/kernel/iommu_groups/* 2>/dev/null | sort -t/ -k5 -n | head -1)/type" 2>/dev/null || echo none)"
+for b in $(lspci -D -n -d 10de: | cut -d' ' -f1); do
+  k=${b#0000:}; k=${k//[:.]/_}
+  g=$(basename "$(readlink /sys/bus/pci/devices/$b/iommu_group 2>/dev/null)" 2>/dev/null)
+  kv "iommu_group_$k" "${g:-none}"
+  kv "iommu_type_$k" "$(cat "/sys/kernel/iommu_groups/$g/type" 2>/dev/null || echo none)"
+done
+for p in 0000:42:00.0 0000:42:01.0; do
+  k=${p#0000:}; k=${k//[:.]/_}
+  kv "acsctl_$k" "$(setpci -s "$p" ECAP_ACS+6.w 2>/dev/null || echo none)"
+  kv "lspci_acsctl_$k" "$(lspci -vvv -s "$p" | sed -n 's/^[[:space:]]*ACSCtl:[[:space:]]*//p')"
+done
+kv acs_ports_config "$(python3 -c 'import json; print(" ".join(json.load(open("/etc/pvetune/pcie-mrrs.json")).get("acs_ports") or []))' 2>/dev/null || echo none)"
 for u in pvetune-cpufreq pvetune-pcie-mrrs pvetune-lxc-gpu; do
   kv "active_$u" "$(systemctl is-active "$u.service" 2>/dev/null)"
   kv "enabled_$u" "$(systemctl is-enabled "$u.service" 2>/dev/null)"

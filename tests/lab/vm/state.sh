@@ -40,5 +40,8 @@ tree_lines() {  # every file/symlink below a directory, or "dir missing"
   for b in $(lspci -D -n -d 10de: | cut -d' ' -f1); do
     echo "runtime pci $b devctl=$(setpci -s "$b" CAP_EXP+8.w)"
   done
+  for p in 0000:42:00.0 0000:42:01.0; do
+    echo "runtime pci $p acsctl=$(setpci -s "$p" ECAP_ACS+6.w 2>&1)"
+  done
   echo "runtime ct101.conf-allow $(grep -h '^lxc.cgroup2.devices.allow' /etc/pve/lxc/101.conf 2>/dev/null | tr '\n' ' ')"
 } 2>&1

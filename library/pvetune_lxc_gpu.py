@@ -70,6 +70,17 @@ options:
         With false the task succeeds, warns, and lists the CTs in RV(refused).
     type: bool
     default: true
+  numa_pin:
+    description:
+      - Also pin the CPUs of every chosen GPU CT whose CPUs include none (or not all) of its GPUs' NUMA nodes:
+        set C(lxc.cgroup2.cpuset.cpus) (C(lxc.cgroup.cpuset.cpus) on cgroup v1) to the CPUs of those nodes, in the
+        same in-place write (the audit's check C(lxc.resources) decides which CTs, from the GPUs' C(numa_node),
+        C(/proc/driver/nvidia/gpus/*/information) and the CT's cgroup).
+      - A CT whose configured cpuset is already right is left alone; the pin takes effect at the CT's next start
+        (O(restart) restarts running CTs whose config changed).
+      - The role sets it from policy C(lxc_numa_pin).
+    type: bool
+    default: false
 notes:
   - Never returns C(reboot_required=true); the host does not need a reboot for this fix.
   - With a root other than C(/) and no C(pct) stand-in, the running state of the CTs is unknown and nothing is
@@ -232,6 +243,7 @@ def main():
             "restart_timeout": {"type": "int", "default": 120},
             "cgroup_version": {"type": "str", "choices": ["auto", "1", "2"], "default": "auto"},
             "fail_on_refused": {"type": "bool", "default": True},
+            "numa_pin": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )

@@ -45,7 +45,9 @@ import tempfile
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "tests"))
+sys.path.insert(0, os.path.join(TOP, "scripts"))
 import conftest  # noqa: E402,F401  (makes ansible.module_utils.pvetune importable)
+import demo_cts  # noqa: E402
 from ansible.module_utils.pvetune import bootunits  # noqa: E402
 from ansible.module_utils.pvetune.core.changeset import ChangeSet  # noqa: E402
 from ansible.module_utils.pvetune.core.fsroot import FsRoot  # noqa: E402
@@ -706,19 +708,21 @@ def grub_cfg(installed, args):
     return "\n".join(out) + "\n"
 
 
-def ct_config_gpu(ctid, hostname, uvm_major, style="cgroup2"):
+def ct_config_gpu(ctid, hostname, uvm_major, style="cgroup2", limits=None):
+    lim = dict({"cores": "48", "memory": "393216", "swap": "0"}, **(limits or {}))
     lines = [
         "#LLM serving (vLLM) on all 8 GPUs",
         "arch: amd64",
-        "cores: 48",
+        "cores: %s" % lim["cores"],
+    ] + (["cpulimit: %s" % lim["cpulimit"]] if "cpulimit" in lim else []) + [
         "features: nesting=1",
         "hostname: %s" % hostname,
-        "memory: 393216",
+        "memory: %s" % lim["memory"],
         "net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:5A:3C:01,ip=dhcp,type=veth",
         "onboot: 1",
         "ostype: ubuntu",
         "rootfs: local-zfs:subvol-%d-disk-0,size=500G" % ctid,
-        "swap: 0",
+        "swap: %s" % lim["swap"],
         "unprivileged: 0",
         "lxc.cgroup2.devices.allow: c 195:* rwm",
         "lxc.cgroup2.devices.allow: c %d:* rwm" % uvm_major,
@@ -773,6 +777,7 @@ def ct_config_devn(ctid, hostname):
         "net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:5A:3C:%02X,ip=dhcp,type=veth" % ctid,
         "ostype: debian",
         "rootfs: local-zfs:subvol-%d-disk-0,size=64G" % ctid,
+        "swap: 0",
         "unprivileged: 1",
     ]) + "\n"
 
@@ -1024,8 +1029,12 @@ def write_host(t, host, spec):
     # /etc/pve is pmxcfs: /etc/pve/lxc links to this node's directory.
     t.link("/etc/pve/local", "nodes/%s" % host)
     t.link("/etc/pve/lxc", "nodes/%s/lxc" % host)
-    t.write("/etc/pve/nodes/%s/lxc/101.conf" % host, ct_config_gpu(101, "llm", spec["ct_uvm_major"]))
+    t.write("/etc/pve/nodes/%s/lxc/101.conf" % host, ct_config_gpu(101, "llm", spec["ct_uvm_major"],
+                                                                  limits=demo_cts.CT101[host].get("limits")))
     t.write("/etc/pve/nodes/%s/lxc/102.conf" % host, ct_config_plain(102, "monitoring"))
+    for ctid, text in sorted(demo_cts.extra_ct_configs(host).items()):
+        t.write("/etc/pve/nodes/%s/lxc/%d.conf" % (host, ctid), text)
+    demo_cts.write_host_cts(t, host, spec, [path[-1][0] for _idx, _node, path in pci_topology(spec)])
     if spec["state"] == "after":
         t.write("/etc/pve/nodes/%s/lxc/103.conf" % host, ct_config_devn(103, "jupyter"))
         write_fixed_runtime(t)

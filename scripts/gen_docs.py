@@ -30,6 +30,7 @@ from ansible.module_utils.pvetune.core.catalogue import (  # noqa: E402
     fix_needs_reboot,
     policy_context,
 )
+from ansible.module_utils.pvetune.tables import kernel_issues, nvidia_generations  # noqa: E402
 from ansible.module_utils.pvetune.core.policy import DEFAULT_POLICY, MRRS_SIZES, merge_policy  # noqa: E402
 from ansible.module_utils.pvetune.report_document import fix_argv  # noqa: E402
 
@@ -105,6 +106,20 @@ POLICY_DOCS = {
                           "boot.cmdline then requires `iommu=pt`.",
                           "`true` or `false`",
                           ["iommu.mode", "boot.cmdline"]),
+    "lxc_min_cpus_per_gpu": ("CPUs a GPU CT needs per GPU it uses (lxc.resources): one busy host thread per GPU "
+                             "worker, its NCCL proxy thread, and a share of the tokenizer, scheduler and API server. "
+                             "0 disables the count.",
+                             "an integer 0-256",
+                             ["lxc.resources"]),
+    "lxc_min_memory_per_gpu": ("Memory (MiB) a GPU CT needs per GPU it uses (lxc.resources): pinned host buffers "
+                               "(CUDA, NCCL, the engine's CPU swap space, 4 GiB per GPU in vLLM) and the page cache "
+                               "the weights load through. 0 disables the check.",
+                               "an integer 0-4194304",
+                               ["lxc.resources"]),
+    "lxc_numa_pin": ("Let fix.yml (tag lxc) write `lxc.cgroup2.cpuset.cpus` with the CPUs of the NUMA nodes of a "
+                     "GPU CT's GPUs where its CPUs miss them; effective at the CT's next start.",
+                     "`true` or `false`",
+                     ["lxc.resources"]),
     "kernel_series": ("Kernel series the host should run (and boot next); empty disables kernel.version.",
                       "`<major>.<minor>` (1-2 and 1-3 digits, like `6.14`) or the empty string",
                       ["kernel.version"]),
@@ -286,6 +301,7 @@ def render():
         out += [
             "- `%s` (default %s): %s Accepted: %s." % (key, _value(DEFAULT_POLICY[key]), meaning, rule),
         ]
+    out += _tables()
     out += ["", "Example (inventory `group_vars`):", "", "```yaml", "pvetune_policy:"]
     out += ["  kernel_series: \"%s\"" % DEFAULT_POLICY["kernel_series"],
             "  cmdline_required: [iommu=pt]",
@@ -294,6 +310,48 @@ def render():
             "    pcie.mrrs: \"GPUs are passed through to VMs on this host\"",
             "```", ""]
     return "\n".join(out)
+
+
+def _tables():
+    """The data tables nvidia.stack and kernel.known_issues evaluate, every row with its source."""
+    out = ["", "## Data tables", "", "### NVIDIA GPU generations (`nvidia.stack`)", "",
+           "module_utils/pvetune/tables/nvidia_generations.py. A GPU's generation comes from the chip code name of its "
+           "pci.ids name, else from the device-id ranges (%s)." % nvidia_generations.PCI_IDS, "",
+           "| generation | chips | device ids (fallback) | kernel modules | first driver | last branch | sources |",
+           "|---|---|---|---|---|---|---|"]
+    for row in nvidia_generations.GENERATIONS_TABLE:
+        sources = [row["open_source"], row.get("min_source"), row.get("max_source")]
+        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            row["name"], ", ".join(c + "xx" for c in row["chips"]),
+            ", ".join("%04x-%04x" % r for r in row["ranges"]),
+            {"required": "open required", "supported": "open or proprietary",
+             "unsupported": "proprietary only"}[row["open_modules"]],
+            row.get("min_driver") or "-", row.get("max_branch") or "-",
+            _cell("; ".join(dict.fromkeys(x for x in sources if x)))))
+    out += ["", "### Known kernel issues (`kernel.known_issues`)", "",
+            "module_utils/pvetune/tables/kernel_issues.py, evaluated against the running and the next boot's kernel "
+            "(the numeric part of the Proxmox version, e.g. 6.8.12 of 6.8.12-4-pve: Proxmox kernels carry backports "
+            "this table does not know of).", "",
+            "| id | CPU | GPU / driver | affected | fixed in | status | problem | source |",
+            "|---|---|---|---|---|---|---|---|"]
+    for row in kernel_issues.KNOWN_ISSUES:
+        cpu = row["cpu"]
+        cpu_text = "any" if cpu is None else "%s family %s%s" % (
+            cpu["vendor"], "/".join("0x%x" % f for f in cpu["family"]),
+            ", models 0x%x-0x%x" % cpu["models"] if cpu.get("models") else "")
+        gpu = "any" if row["gpu"] is None else "NVIDIA %s" % row["gpu"]
+        if row.get("driver_below"):
+            gpu += ", driver < %s" % row["driver_below"]
+        if row.get("driver_branches"):
+            gpu += ", driver branch %s" % "/".join(str(b) for b in row["driver_branches"])
+        affected = ">= %s" % row["since"] if row.get("since") else "all"
+        if row.get("backports"):
+            affected += " (fixed in stable %s)" % ", ".join(row["backports"])
+        out.append("| `%s` | %s | %s | %s | %s | %s | %s | %s |" % (
+            row["id"], cpu_text, gpu, affected, row["fixed_in"] or "-", row["status"],
+            _cell(row["problem"] + (" (worked around by %s)" % ", ".join(row["mitigated_by"])
+                                    if row.get("mitigated_by") else "")), _cell(row["source"])))
+    return out
 
 
 def main(argv=None):

@@ -24,8 +24,10 @@ from ansible.module_utils.pvetune.concerns import (
     iommu,
     kernel,
     lxcgpu,
+    lxcres,
     numa,
     nvidia,
+    nvidia_stack,
     pcie,
 )
 from ansible.module_utils.pvetune.core import cpuprofile
@@ -35,7 +37,7 @@ from ansible.module_utils.pvetune.core.policy import merge_policy
 from ansible.module_utils.pvetune.core.result import make_result
 
 # Gather order. The catalogue's "concern" of each check names one of these (held together by a test).
-CONCERNS = (host, cpufreq, cstates, bootargs, numa, pcie, kernel, nvidia, lxcgpu, iommu)
+CONCERNS = (host, cpufreq, cstates, bootargs, numa, pcie, kernel, nvidia, nvidia_stack, lxcgpu, lxcres, iommu)
 BY_NAME = {c.__name__.rsplit(".", 1)[-1]: c for c in CONCERNS}
 
 

@@ -22,11 +22,13 @@ import io
 import json
 import os
 import posixpath
+import re
 import stat
 import tarfile
 import time
 
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot, walk_in_root
+from ansible.module_utils.pvetune.concerns import lxcres
 from ansible.module_utils.pvetune.formats import dev_nodes, pci_ids
 
 SNAPSHOT_FORMAT = 1
@@ -157,6 +159,24 @@ class _Packer:
             elif child not in self.entries:
                 self.entries[child] = ("placeholder",)
 
+    def add_ct_root_dir(self, host_path, names):
+        """A library directory in a running CT's root, /proc/<pid>/root/...: taken literally (walking would resolve
+        the magic root link to the host's /) and only with the NVIDIA library names the audit reads."""
+        parts = [p for p in host_path.split("/") if p]
+        for i in range(2, len(parts) + 1):
+            self.entries.setdefault("/" + "/".join(parts[:i]), ("dir",))
+        for name in names:
+            child = posixpath.join(host_path, name)
+            real = self._real([p for p in child.split("/") if p])
+            try:
+                st = os.lstat(real)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                self.entries[child] = ("link", os.readlink(real))
+            elif stat.S_ISREG(st.st_mode):
+                self.entries[child] = ("placeholder",)
+
     def add_probe(self, host_path):
         resolved = self.walk(host_path)
         if resolved is None:
@@ -213,6 +233,10 @@ def collect(fsroot_root, runner_factory, hostname=None, now=None):
     runner = runner_factory(rec)
     facts = audit.gather(rec, runner, merge_policy(None))
     packer = _Packer(rec)
+    in_ct_root = re.compile(r"\A/proc/[0-9]+/root(/|\Z)").match
+    for path, names in sorted(rec.listed.items()):
+        if in_ct_root(path):
+            packer.add_ct_root_dir(path, [n for n in names if lxcres.is_nvidia_lib(n)])
     for path in sorted(rec.read_paths):
         if path in pci_ids.PCI_IDS_PATHS:
             # The names of this host's functions, not the whole 1.3 MB database.
@@ -223,8 +247,11 @@ def collect(fsroot_root, runner_factory, hostname=None, now=None):
             continue
         packer.add_file(path)
     for path, names in sorted(rec.listed.items()):
-        packer.add_dir(path, names)
+        if not in_ct_root(path):
+            packer.add_dir(path, names)
     for path in sorted(rec.probed | rec.linked):
+        if in_ct_root(path):
+            continue      # add_ct_root_dir took them
         if path in rec.linked:
             packer.walk(path)
         else:

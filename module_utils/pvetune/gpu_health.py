@@ -30,7 +30,7 @@ __metaclass__ = type
 
 import re
 
-from ansible.module_utils.pvetune.concerns import lxcgpu, lxcgpu_fix, lxcgpu_pct, nvidia
+from ansible.module_utils.pvetune.concerns import lxcgpu, lxcgpu_fix, lxcgpu_pct, lxcgpu_sources, nvidia
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.runner import CommandUnavailable
 from ansible.module_utils.pvetune.formats import ct_config, dev_nodes
@@ -122,7 +122,7 @@ def check_host(runner, host_nodes):
 
 def check_ct(runner, ctid, ct, host_nodes, uvm_probe=True):
     target = _target("ct:%d" % ctid, ctid)
-    expected = len(lxcgpu_fix.gpu_nodes_of(ct, host_nodes))
+    expected = len(lxcgpu_sources.gpu_nodes_of(ct, host_nodes))
     target["expected_gpus"] = expected or None
     try:
         status, error = lxcgpu_pct.ct_status(runner, ctid)
@@ -149,7 +149,7 @@ def check_ct(runner, ctid, ct, host_nodes, uvm_probe=True):
             check["message"] += " (NVML 'Unknown Error': the CT's device cgroup denies an NVIDIA node)"
         target["checks"].append(check)
         target["gpus"] = gpus
-    if uvm_probe and lxcgpu_fix.uses_node(ct, nvidia.UVM_NODE):
+    if uvm_probe and lxcgpu_sources.uses_node(ct, nvidia.UVM_NODE):
         rc, out, err = runner.run("pct", ["exec", str(ctid), "--"] + UVM_PROBE)
         output = _excerpt(out, err)
         if rc == 0:
@@ -207,7 +207,7 @@ def run_health(fsroot, runner, ctids=(), check_host_gpus=True, check_cts=True, u
                     target["checks"].append(_check("config", FAIL, "cannot read %s: %s" % (exc.path, exc.reason)))
                     result["targets"].append(_finish(target))
                     continue
-                if ctids or lxcgpu_fix.passes_nvidia(ct):
+                if ctids or lxcgpu.passes_nvidia(ct):
                     cts.append((ctid, ct))
         pct_missing = None
         for ctid, ct in cts:

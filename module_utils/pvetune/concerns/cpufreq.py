@@ -200,9 +200,10 @@ def _natural_key(name):
 
 # -- CPU -----------------------------------------------------------------
 def read_cpuinfo_identity(fsroot):
-    """Vendor, model name and the hypervisor flag from the first processor block of /proc/cpuinfo."""
+    """Vendor, model name, family and model number (x86) and the hypervisor flag from the first processor block of
+    /proc/cpuinfo."""
     text = fsroot.read_text("/proc/cpuinfo", limit=16384)
-    vendor = model = None
+    vendor = model = family = model_id = None
     hypervisor = False
     for line in text.splitlines():
         if not line.strip():
@@ -215,9 +216,13 @@ def read_cpuinfo_identity(fsroot):
             vendor = value.strip()
         elif key == "model name" and model is None:
             model = value.strip()
+        elif key == "cpu family" and family is None and value.strip().isdigit():
+            family = int(value.strip())
+        elif key == "model" and model_id is None and value.strip().isdigit():
+            model_id = int(value.strip())
         elif key == "flags":
             hypervisor = hypervisor or "hypervisor" in value.split()
-    return {"vendor": vendor, "model": model, "hypervisor": hypervisor}
+    return {"vendor": vendor, "model": model, "family": family, "model_id": model_id, "hypervisor": hypervisor}
 
 
 CPUFREQ_DIR = CPU_DIR + "/cpufreq"

@@ -11,13 +11,15 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-from ansible.module_utils.pvetune.concerns.bootargs import detect_loader
+from ansible.module_utils.pvetune.concerns.bootargs import _configured_args, _effective_args, detect_loader
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error
+from ansible.module_utils.pvetune.tables import kernel_issues
+from ansible.module_utils.pvetune.tables.nvidia_generations import generation_of
 from ansible.module_utils.pvetune.formats.grub_chain import grub_effective
 from ansible.module_utils.pvetune.formats.grub_menu import _parse_grubenv, grub_default_kernel
 from ansible.module_utils.pvetune.formats.grub_parse import GRUB_DEFAULT_FILE, GrubParseError, read_grub_files
-from ansible.module_utils.pvetune.formats.kernel_cmdline import BootConfigError
+from ansible.module_utils.pvetune.formats.kernel_cmdline import BootConfigError, arg_key
 from ansible.module_utils.pvetune.formats.kernel_version import (
     in_series,
     kernel_sort_key,
@@ -210,5 +212,59 @@ def kernel_state(fsroot, loader_info=None, grub_eff=None):
                   % grub["value"])
 
 
+def _issue_text(row):
+    return "%s (%s; %s; %s)" % (row["problem"], row["id"], "fixed in %s" % row["fixed_in"] if row["fixed_in"]
+                                 else "no fixed kernel known", row["source"])
+
+
+def check_known_issues(facts, policy):
+    cid = "kernel.known_issues"
+    err = section_error(facts, "kernel")
+    if err:
+        return make_result(cid, policy, "error", None, err)
+    kern = facts["kernel"]
+    cpu = facts.get("cpu") if isinstance(facts.get("cpu"), dict) and not facts["cpu"].get("error") else {}
+    gens = sorted({generation_of(f.get("device_id"), f.get("model"))
+                   for f in (facts.get("pci") or {}).get("functions") or () if f.get("is_gpu")} - {None})
+    driver = ((facts.get("nvidia") or {}).get("version") or {}).get("version")
+    rows = kernel_issues.applicable(cpu, gens, driver)
+    host = "%s (family 0x%s, model 0x%s), GPUs: %s, NVIDIA driver %s" % (
+        cpu.get("model") or cpu.get("vendor") or "unknown CPU",
+        "%x" % cpu["family"] if cpu.get("family") is not None else "?",
+        "%x" % cpu["model_id"] if cpu.get("model_id") is not None else "?", ", ".join(gens) or "none known",
+        driver or "not loaded")
+    ev = ["%s; %d of %d table rows apply: %s" % (host, len(rows), len(kernel_issues.KNOWN_ISSUES),
+                                                  ", ".join(r["id"] for r in rows) or "none")]
+    # The workaround a row names counts where it is effective (running) or configured (next boot).
+    kernels = [("running", kern.get("running"), {arg_key(a) for a in _effective_args(facts)})]
+    if kern.get("next_boot_kernel") and kern.get("next_boot_kernel") != kern.get("running"):
+        kernels.append(("next boot", kern["next_boot_kernel"], {arg_key(a) for a in _configured_args(facts) or ()}))
+    items, hit = [], {}
+    for label, version, args in kernels:
+        if not version:
+            continue
+        found = [r for r in rows if kernel_issues.affects(r, version)
+                 and not set(r.get("mitigated_by") or ()) & args]
+        hit[label] = found
+        worst = "fail" if any(r["status"] == "fail" for r in found) else "warn" if found else "pass"
+        items.append({"name": "%s %s" % (label, version), "status": worst,
+                      "current": ", ".join(r["id"] for r in found) or "no known issue", "expected": "no known issue",
+                      "message": " | ".join(_issue_text(r) for r in found)})
+    current = "; ".join("%s: %s" % (i["name"], i["current"]) for i in items) or "kernel unknown"
+    if not rows:
+        return make_result(cid, policy, "pass", current, "no row of the table applies to %s" % host, items, ev)
+    nxt = hit.get("next boot", hit.get("running")) or []
+    if hit.get("running") and not nxt:
+        return make_result(cid, policy, "pending", current, "the running kernel has %s; the next boot's kernel "
+                           "has no such problem" % ", ".join(r["id"] for r in hit["running"]), items, ev,
+                           reboot_required=True)
+    if nxt:
+        status = "fail" if any(r["status"] == "fail" for r in nxt) else "warn"
+        return make_result(cid, policy, status, current, " | ".join(_issue_text(r) for r in nxt), items, ev,
+                           reboot_required=status == "fail")
+    return make_result(cid, policy, "pass", current, "no known issue for %s in %s" % (
+        host, ", ".join(v for _l, v, _a in kernels if v)), items, ev)
+
+
 SECTIONS = (("kernel", gather_kernel),)
-CHECKS = {"kernel.version": check_kernel_version}
+CHECKS = {"kernel.version": check_kernel_version, "kernel.known_issues": check_known_issues}

@@ -521,6 +521,11 @@ def read_lxc(ctx):
     return out
 
 
+def passes_nvidia(ct):
+    """Whether the CT is set up for NVIDIA devices (mounts, devN entries, 195 allow lines, hooks)."""
+    return bool(evaluate_ct(ct, {}, None)["uses_nvidia"])
+
+
 def ct_verdicts(facts):
     """evaluate_ct() of every CT in the facts (with ``path``); an unreadable config is an ``error`` verdict."""
     lxc = facts.get("lxc") or {}

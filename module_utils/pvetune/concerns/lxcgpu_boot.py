@@ -14,7 +14,7 @@ __metaclass__ = type
 import datetime
 import time
 
-from ansible.module_utils.pvetune.concerns.lxcgpu import list_cts
+from ansible.module_utils.pvetune.concerns.lxcgpu import list_cts, passes_nvidia
 from ansible.module_utils.pvetune.concerns.lxcgpu_state import STATE_FILE, known_majors, load_state
 from ansible.module_utils.pvetune.concerns.lxcgpu_fix import (
     BOOT_CONFIG_KEYS,
@@ -26,7 +26,6 @@ from ansible.module_utils.pvetune.concerns.lxcgpu_fix import (
     ct_config_dir,
     effective_cgroup_version,
     host_state,
-    passes_nvidia,
     select_and_plan,
     updated_state,
     validate_cgroup_version,

@@ -24,24 +24,27 @@ import datetime
 import json
 import os
 import posixpath
-import re
 import stat
 
-from ansible.module_utils.pvetune.concerns.lxcgpu import _analyze, _covered, cgroup_version_of, evaluate_ct, list_cts
+from ansible.module_utils.pvetune.concerns.lxcgpu import (
+    _analyze,
+    _covered,
+    cgroup_version_of,
+    list_cts,
+    passes_nvidia,
+)
 from ansible.module_utils.pvetune.concerns.lxcgpu_pct import CtLocks, ct_status, restart_ct
 from ansible.module_utils.pvetune.concerns.lxcgpu_sources import (
-    ct_path_of,
-    ignored_target,
-    nvidia_mount,
     read_ct_sources,
 )
+from ansible.module_utils.pvetune.concerns.lxcres_fix import pin_context, plan_pin
 from ansible.module_utils.pvetune.concerns.lxcgpu_state import STATE_FILE, known_majors, load_state
 from ansible.module_utils.pvetune.concerns.lxcgpu_regen import diff_lines, regenerate
 from ansible.module_utils.pvetune.concerns.nvidia import read_state
 from ansible.module_utils.pvetune.core.changeset import WriteFailed, _atomic_write, _makedirs
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.runner import CommandUnavailable
-from ansible.module_utils.pvetune.formats.ct_config import CTID, DEVICE_KEYS, parse_ct_config
+from ansible.module_utils.pvetune.formats.ct_config import CTID, DEVICE_KEYS, main_value, parse_ct_config
 
 HISTORY_MAX = 50
 PVE_DIR = "/etc/pve"
@@ -195,50 +198,6 @@ def ct_config_dir(fsroot):
     return resolved
 
 
-def main_value(ct, key):
-    values = [line.value for line in ct.main_lines() if line.kind == "kv" and line.key == key]
-    return values[-1] if values else None
-
-
-def passes_nvidia(ct):
-    """Whether the CT is set up for NVIDIA devices (mounts, devN entries, 195 allow lines, hooks)."""
-    return bool(evaluate_ct(ct, {}, None)["uses_nvidia"])
-
-
-def _ct_nodes(ct):
-    """``[(path in the CT, host source)]`` of the NVIDIA nodes the CT gets from mount entries and devN."""
-    out = []
-    for line in ct.main_lines():
-        if line.mount is not None and nvidia_mount(line.mount) and not ignored_target(line.mount):
-            out.append((ct_path_of(line.mount) or line.mount.norm_source, line.mount.norm_source))
-        elif line.dev is not None and line.dev.get("path"):
-            path = posixpath.normpath(line.dev["path"])
-            out.append((path, path))
-    return out
-
-
-def gpu_nodes_of(ct, host_nodes=None):
-    """/dev/nvidiaN paths the CT gets (mount entries by their target, and devN), in file order.
-
-    With ``host_nodes`` only those whose /dev source exists on the host (a missing optional mount is simply absent
-    in the CT; a missing devN node stops its start); nodes bound from other directories are not filtered.
-    """
-    present = None if host_nodes is None else {n["path"] for n in host_nodes if n.get("type") == "c"}
-    paths = []
-    for path, source in _ct_nodes(ct):
-        if not re.match(r"^/dev/nvidia[0-9]+$", path) or path in paths:
-            continue
-        if present is not None and source.startswith("/dev/") and source not in present:
-            continue
-        paths.append(path)
-    return paths
-
-
-def uses_node(ct, path):
-    """Whether the CT gets ``path`` (a mount entry whose target or /dev source it is, or a devN entry)."""
-    return any(path in (ct_path, source) for ct_path, source in _ct_nodes(ct))
-
-
 def running_rules_uncovered(fsroot, ctid, ct, host, cgroup_version, sources=None):
     """Nodes the CT uses that the device rules it was *started* with do not cover.
 
@@ -274,8 +233,9 @@ def running_rules_uncovered(fsroot, ctid, ct, host, cgroup_version, sources=None
     return missing
 
 
-def plan_ct(fsroot, ctid, path, host, known, cgroup_version, changes):
-    """Regenerate one CT config and plan the write on ``changes``; returns the result item."""
+def plan_ct(fsroot, ctid, path, host, known, cgroup_version, changes, pin_ctx=None):
+    """Regenerate one CT config (and, with ``pin_ctx``, pin its CPUs: lxcres_fix) and plan the write on
+    ``changes``; returns the result item."""
     item = {"ctid": ctid, "path": path, "changed": False, "lines": [], "changes": [], "needs_restart": False,
             "restarted": False, "running": None, "status": UNCHANGED, "reason": None, "messages": []}
     st = fsroot.lstat(path)
@@ -296,6 +256,10 @@ def plan_ct(fsroot, ctid, path, host, known, cgroup_version, changes):
     if refused:
         item.update(status=REFUSED, reason=refused[0]["reason"], lines=diff_lines(edits))
         return item
+    if pin_ctx is not None:
+        pinned, change = plan_pin(fsroot, parse_ct_config(new, path), pin_ctx)
+        if pinned is not None:
+            new, edits = pinned, list(edits) + [change]
     if not edits:
         return item
     lock = main_value(ct, "lock")
@@ -309,7 +273,7 @@ def plan_ct(fsroot, ctid, path, host, known, cgroup_version, changes):
     return item
 
 
-def select_and_plan(fsroot, host, known, cgroup_version, ctids, changes, locks=None):
+def select_and_plan(fsroot, host, known, cgroup_version, ctids, changes, locks=None, pin_ctx=None):
     """``(base, items, skipped)``: plan every chosen CT.  ``ctids`` empty: every CT that passes NVIDIA devices.
 
     ``skipped`` is lxcgpu.list_cts()'s: ``*.conf`` files that are no CT config (``0101.conf``), as the audit says too.
@@ -346,7 +310,7 @@ def select_and_plan(fsroot, host, known, cgroup_version, ctids, changes, locks=N
                               "reason": why, "messages": []})
                 continue
         try:
-            items.append(plan_ct(fsroot, ctid, path, host, known, cgroup_version, changes))
+            items.append(plan_ct(fsroot, ctid, path, host, known, cgroup_version, changes, pin_ctx))
         except FsError as exc:
             items.append({"ctid": ctid, "path": path, "changed": False, "lines": [], "changes": [],
                           "needs_restart": False, "restarted": False, "running": None, "status": REFUSED,
@@ -407,7 +371,7 @@ def validate_options(params):
     return {"ctids": validate_ctids(params["ctids"]),
             "cgroup_version": validate_cgroup_version(params["cgroup_version"]),
             "restart": bool(params["restart"]), "restart_timeout": params["restart_timeout"],
-            "fail_on_refused": bool(params["fail_on_refused"])}
+            "fail_on_refused": bool(params["fail_on_refused"]), "numa_pin": bool(params.get("numa_pin"))}
 
 
 def restart_needed(runner, items, restart, timeout, skipped_commands):
@@ -488,8 +452,9 @@ def run_fix(fsroot, runner, changes, opts, check_mode, diff):
     locks = None if check_mode else CtLocks(fsroot)
     try:
         try:
+            pin_ctx = pin_context(fsroot, host, cgroup_version) if opts["numa_pin"] else None
             _base, items, result["skipped"] = select_and_plan(fsroot, host, known, cgroup_version, opts["ctids"],
-                                                              changes, locks)
+                                                              changes, locks, pin_ctx)
         except (LxcFixError, FsError) as exc:
             return result, str(exc), []
         try:

@@ -274,3 +274,37 @@ def rule_messages(a):
             out.append(("fail", "line %d: LXC cannot parse this device rule, so the CT does not start: %s%s"
                         % (line.line_no, line.problem, hint)))
     return out
+
+
+def ct_nodes(ct):
+    """``[(path in the CT, host source)]`` of the NVIDIA nodes the CT gets from mount entries and devN."""
+    out = []
+    for line in ct.main_lines():
+        if line.mount is not None and nvidia_mount(line.mount) and not ignored_target(line.mount):
+            out.append((ct_path_of(line.mount) or line.mount.norm_source, line.mount.norm_source))
+        elif line.dev is not None and line.dev.get("path"):
+            path = posixpath.normpath(line.dev["path"])
+            out.append((path, path))
+    return out
+
+
+def gpu_nodes_of(ct, host_nodes=None):
+    """/dev/nvidiaN paths the CT gets (mount entries by their target, and devN), in file order.
+
+    With ``host_nodes`` only those whose /dev source exists on the host (a missing optional mount is simply absent
+    in the CT; a missing devN node stops its start); nodes bound from other directories are not filtered.
+    """
+    present = None if host_nodes is None else {n["path"] for n in host_nodes if n.get("type") == "c"}
+    paths = []
+    for path, source in ct_nodes(ct):
+        if not re.match(r"^/dev/nvidia[0-9]+$", path) or path in paths:
+            continue
+        if present is not None and source.startswith("/dev/") and source not in present:
+            continue
+        paths.append(path)
+    return paths
+
+
+def uses_node(ct, path):
+    """Whether the CT gets ``path`` (a mount entry whose target or /dev source it is, or a devN entry)."""
+    return any(path in (ct_path, source) for ct_path, source in ct_nodes(ct))

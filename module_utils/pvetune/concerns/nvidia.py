@@ -16,11 +16,13 @@ __metaclass__ = type
 import re
 
 from ansible.module_utils.pvetune.concerns.pcie import _gpus
-from ansible.module_utils.pvetune.core.fsroot import SNAPSHOT_DIR
+from ansible.module_utils.pvetune.core.fsroot import SNAPSHOT_DIR, FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.formats import dev_nodes, proc_devices
+from ansible.module_utils.pvetune.formats.nvidia_smi_health import health_lines, parse_health
 
 VERSION_FILE = "/proc/driver/nvidia/version"
+GPUS_DIR = "/proc/driver/nvidia/gpus"
 SMI_SNAPSHOT = SNAPSHOT_DIR + "/nvidia-smi-q.txt"
 SMI_QUERY = ["--query-gpu=pci.bus_id,persistence_mode,driver_version,index", "--format=csv,noheader"]
 UVM_NODE = "/dev/nvidia-uvm"
@@ -33,7 +35,8 @@ def read_state(fsroot, runner=None, smi=False):
     Keys: ``version`` (parse_nvidia_version() or None), ``driver_loaded``; ``devices`` (parse_proc_devices()),
     ``majors`` ({driver name: major}) and ``char_majors`` (every registered char major), all None with
     ``devices_error`` set when /proc/devices is no listing; ``nodes`` (None when neither stat() nor a snapshot
-    capture tells) and ``nodes_source``; with ``smi`` also ``smi`` / ``smi_reason``; ``evidence``.
+    capture tells) and ``nodes_source``; ``gpu_minors`` ({bdf: N of /dev/nvidiaN}); with ``smi`` also ``smi`` (with
+    ``health`` from a ``-q`` capture) / ``smi_reason``; ``evidence``.
     """
     out = {"evidence": [], "devices_error": None}
     out["driver_loaded"] = fsroot.isfile(VERSION_FILE)
@@ -54,6 +57,8 @@ def read_state(fsroot, runner=None, smi=False):
         out["char_majors"] = sorted(out["devices"]["char"])
         out["evidence"].append("/proc/devices: %s" % (", ".join("%s=%s" % kv for kv in sorted(out["majors"].items()))
                                                       or "no nvidia majors"))
+    out["gpu_minors"], minor_errors = _read_minors(fsroot)
+    out["evidence"].extend(minor_errors)
     nodes, source = dev_nodes.stat_dev_nodes(fsroot)
     out["nodes"] = None if source == dev_nodes.SOURCE_NONE else nodes
     out["nodes_source"] = source
@@ -63,13 +68,33 @@ def read_state(fsroot, runner=None, smi=False):
     return out
 
 
+def _read_minors(fsroot):
+    """``({bdf: device minor}, [problem])`` from /proc/driver/nvidia/gpus/<bdf>/information (/dev/nvidia<minor>)."""
+    minors, problems = {}, []
+    for bdf in fsroot.listdir(GPUS_DIR) if fsroot.isdir(GPUS_DIR) else ():
+        path = "%s/%s/information" % (GPUS_DIR, bdf)
+        try:
+            info = parse_gpu_information(fsroot.read_text(path, limit=16384))
+        except FsError as exc:
+            problems.append("%s: %s" % (path, exc.reason))
+            continue
+        if info.get("minor") is None:
+            problems.append("%s: no 'Device Minor:' line" % path)
+        else:
+            minors[bdf.lower()] = info["minor"]
+    return minors, problems
+
+
 def _read_smi(fsroot, runner, evidence):
     """``(parse_nvidia_smi() output or None, why not)``; never runs nvidia-smi for a snapshot."""
     if not fsroot.live:
         if not fsroot.isfile(SMI_SNAPSHOT):
             return None, "snapshot has no %s" % SMI_SNAPSHOT
         evidence.append(SMI_SNAPSHOT)
-        return parse_nvidia_smi(fsroot.read_text(SMI_SNAPSHOT)), None
+        text = fsroot.read_text(SMI_SNAPSHOT)
+        smi = parse_nvidia_smi(text)
+        smi["health"] = parse_health(text)   # -q only: ECC, retired pages, remapped rows, throttle reasons
+        return smi, None
     if not (runner and runner.which("nvidia-smi")):
         return None, "nvidia-smi not installed"
     rc, stdout, stderr = runner.run("nvidia-smi", SMI_QUERY)
@@ -115,6 +140,31 @@ def parse_nvidia_version(text):
     if not match:
         return None
     return {"version": match.group(1), "open": "Open Kernel Module" in text}
+
+
+def parse_gpu_information(text):
+    """The "Key: value" lines of /proc/driver/nvidia/gpus/<bdf>/information; ``minor`` is the Device Minor as int."""
+    info = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            info[key.strip()] = value.strip()
+    minor = info.get("Device Minor", "")
+    info["minor"] = int(minor) if minor.isdigit() and len(minor) < 6 else None
+    return info
+
+
+_LIB = re.compile(r"\A(libcuda\.so|libnvidia-ml\.so)\.([0-9]{2,4}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)\Z")
+
+
+def lib_versions(names):
+    """{"libcuda.so": ["580.95.05"], "libnvidia-ml.so": [...]}: the driver versions in user-space library names."""
+    out = {}
+    for name in names:
+        match = _LIB.match(name)
+        if match:
+            out.setdefault(match.group(1), set()).add(match.group(2))
+    return {lib: sorted(found) for lib, found in out.items()}
 
 
 def parse_nvidia_smi(text):
@@ -186,7 +236,7 @@ def check_nvidia_driver(facts, policy):
     if err:
         return make_result(cid, policy, "error", None, err)
     nv = facts.get("nvidia") or {}
-    ev = list(nv.get("evidence", []))
+    ev = list(nv.get("evidence", [])) + health_lines((nv.get("smi") or {}).get("health") or {})
     gpus = _gpus(facts)
     if not gpus:
         return make_result(cid, policy, "skip", None, "no NVIDIA GPU found", evidence=ev)

@@ -14,6 +14,7 @@ __metaclass__ = type
 import os
 
 from ansible.module_utils.pvetune.concerns import pcie_topology
+from ansible.module_utils.pvetune.concerns.numa_topology import read_nodes
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.formats import pci_ext, pci_ids
@@ -84,19 +85,6 @@ def _bar1(fsroot, gpu):
     gpu["bar1"] = {"size": lines[GPU_BAR]["size"], "start": lines[GPU_BAR]["start"]}
 
 
-def _sockets(fsroot, nodes):
-    """{numa node: physical package id} for the given nodes (node<N>/cpulist's first CPU), where readable."""
-    out = {}
-    for node in nodes:
-        first = (fsroot.try_value("/sys/devices/system/node/node%d/cpulist" % node) or "").split(",")[0]
-        first = first.split("-")[0]
-        pkg = fsroot.try_value("/sys/devices/system/cpu/cpu%s/topology/physical_package_id" % first) \
-            if first.isdigit() else None
-        if pkg is not None and pkg.isdigit():
-            out[node] = int(pkg)
-    return out
-
-
 def _vfio(fsroot):
     """[(bdf, host bridge, chain)] of the functions bound to vfio-pci."""
     out = []
@@ -140,10 +128,9 @@ def gather_pci(fsroot, policy):
                                                          "acs", "acs_error",
                                                          "error", "host", "chain")}
         out_bridges[br["bdf"]]["pcie_type_name"] = cfg.get("pcie_type_name")
-    sockets = _sockets(fsroot, sorted({f["numa_node"] for f in fns if isinstance(f.get("numa_node"), int)
-                                       and f["numa_node"] >= 0}))
+    nodes, _errors = read_nodes(fsroot, only={f["numa_node"] for f in fns if isinstance(f.get("numa_node"), int)})
     for fn in fns:
-        fn["socket"] = sockets.get(fn.get("numa_node"))
+        fn["socket"] = (nodes.get(fn.get("numa_node")) or {}).get("socket")
     return {
         "functions": fns,
         "bridges": out_bridges,

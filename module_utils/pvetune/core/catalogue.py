@@ -305,6 +305,83 @@ CATALOGUE = (
         "fix_tag": "cmdline",
         "reboot": "yes",
     },
+    {
+        "id": "numa.gpu_locality",
+        "concern": "numa",
+        "title": "Every GPU reports its NUMA node",
+        "severity": "medium",
+        "expected": "on a host with several NUMA nodes, numa_node >= 0 for every GPU",
+        "rationale": (
+            "The driver allocates a GPU's host buffers and the scheduler places its serving process by the GPU's "
+            "NUMA node. A GPU whose numa_node is -1 on a multi-node host gets them wherever the kernel happens to "
+            "run: host-to-device copies then cross the socket link, and CTs cannot be pinned to the GPU's CPUs. "
+            "The nodes per socket (NPS1/2/4 on EPYC) in the evidence say how fine the placement can be."
+        ),
+        "remediation": (
+            "Update the BIOS; check that its NUMA settings expose the PCIe roots' proximity domains (ACPI SRAT/_PXM; "
+            "NUMA enabled, node/memory interleaving off)."
+        ),
+        "fix_tag": "",
+        "reboot": "no",
+    },
+    {
+        "id": "lxc.resources",
+        "concern": "lxcres",
+        "title": "GPU CTs get CPUs on their GPUs' NUMA nodes, enough CPUs and memory, no CPU quota, no swap",
+        "severity": "high",
+        "expected": ("per GPU CT: CPUs on its GPUs' NUMA nodes, >= {lxc_min_cpus_per_gpu} CPUs and >= "
+                     "{lxc_min_memory_per_gpu} MiB per GPU, no cpulimit, swap 0"),
+        "rationale": (
+            "A CT's cgroup limits are invisible inside it: nproc and /proc/meminfo show the host. A serving engine "
+            "runs one busy host thread per GPU plus its NCCL proxy, tokenizer and scheduler; too few CPUs, a CPU "
+            "quota (cpulimit, throttled every 100 ms period) or CPUs on the other socket stall every kernel launch. "
+            "CUDA pins host memory for transfers and the engine loads weights through it; a small memory.max ends "
+            "in the OOM killer, and swap turns a memory shortfall into seconds-long stalls."
+        ),
+        "remediation": (
+            "In the CT config: cores >= the CPUs above, no cpulimit, memory >= the minimum, swap: 0, and "
+            "lxc.cgroup2.cpuset.cpus set to the CPUs of the GPUs' NUMA nodes (policy lxc_numa_pin lets pvetune "
+            "write it); restart the CT for it to take effect."
+        ),
+        "fix_tag": "lxc",
+        "reboot": "no",
+    },
+    {
+        "id": "nvidia.stack",
+        "concern": "nvidia_stack",
+        "title": "NVIDIA driver fits the GPUs, and every GPU CT runs the host's user-space driver",
+        "severity": "critical",
+        "expected": ("the open kernel modules where the GPU generation needs them, a driver branch that supports "
+                     "the GPUs, and in every running GPU CT libnvidia-ml/libcuda of the host module's version"),
+        "rationale": (
+            "The user-space driver (libcuda, libnvidia-ml) must be the exact version of the loaded kernel module: "
+            "inside a CT that ships other libraries every CUDA and NVML call fails with 'Driver/library version "
+            "mismatch', typically after the host's driver was updated. Blackwell GPUs work only with the open "
+            "kernel modules, and each GPU generation needs a minimum driver branch."
+        ),
+        "remediation": (
+            "Install the host's driver version in the CT without its kernel module (NVIDIA-Linux-x86_64-<version>"
+            ".run --no-kernel-modules, or the distribution's matching user-space packages); on the host, the open "
+            "kernel modules (nvidia-open / the .run installer's -m=kernel-open) of a supported branch."
+        ),
+        "fix_tag": "",
+        "reboot": "no",
+    },
+    {
+        "id": "kernel.known_issues",
+        "concern": "kernel",
+        "title": "No known kernel problem for this CPU and GPU generation (running and pinned kernel)",
+        "severity": "high",
+        "expected": "the running and the pinned kernel outside every affected range of the known-issues table",
+        "rationale": (
+            "Support for new CPUs and GPUs lands in the kernel over several releases: an older series boots, but "
+            "misses the CPU's frequency and power management, its sensors, or fixes the GPU driver needs. The "
+            "table (docs/checks.md) lists each problem with the versions it affects and its public source."
+        ),
+        "remediation": "Pin a kernel of the fixed series (check kernel.version) and reboot.",
+        "fix_tag": "kernel",
+        "reboot": "yes",
+    },
 )
 
 BY_ID = {c["id"]: c for c in CATALOGUE}

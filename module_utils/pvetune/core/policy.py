@@ -56,6 +56,11 @@ DEFAULT_POLICY = {
     "cmdline_forbidden": [],
     # LXC GPU containers: check allow lines / mount entries of every CT that passes NVIDIA devices.
     "lxc_check": True,
+    # GPU CTs (lxc.resources): CPUs and memory (MiB) per GPU the CT uses; lxc_numa_pin lets the fix write
+    # lxc.cgroup2.cpuset.cpus with the CPUs of the CT's GPUs' NUMA nodes.
+    "lxc_min_cpus_per_gpu": 4,
+    "lxc_min_memory_per_gpu": 16384,
+    "lxc_numa_pin": False,
     # NVIDIA driver: require persistence mode when nvidia-smi is available.
     "nvidia_persistence": True,
     # Checks to skip entirely (by id), with the reason shown in the report.
@@ -121,7 +126,12 @@ def validate_policy(policy):
             _expect(isinstance(arg, str) and _KEY_ARG.match(arg), key,
                     "%r is not a plain kernel argument (key or key=value without spaces or quotes)" % (arg,))
     _expect(policy["gpu_p2p"] in ("auto", "ignore"), "gpu_p2p", "must be auto or ignore")
-    for key in ("lxc_check", "nvidia_persistence", "cmdline_cpu_args", "pcie_acs_fix", "iommu_passthrough"):
+    _expect(_is_int(policy["lxc_min_cpus_per_gpu"]) and 0 <= policy["lxc_min_cpus_per_gpu"] <= 256,
+            "lxc_min_cpus_per_gpu", "must be an integer 0-256 (0 disables the CPU count check)")
+    _expect(_is_int(policy["lxc_min_memory_per_gpu"]) and 0 <= policy["lxc_min_memory_per_gpu"] <= 4194304,
+            "lxc_min_memory_per_gpu", "must be MiB per GPU, an integer 0-4194304 (0 disables the memory check)")
+    for key in ("lxc_check", "nvidia_persistence", "cmdline_cpu_args", "pcie_acs_fix", "iommu_passthrough",
+                "lxc_numa_pin"):
         _expect(isinstance(policy[key], bool), key, "must be true or false")
     skips = policy["skip_checks"]
     _expect(isinstance(skips, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in skips.items()),

@@ -385,6 +385,35 @@ def parse_ct_config(data, path=None):
     return CtConfig(path, lines, warnings, eol)
 
 
+def main_value(ct, key):
+    """The last value of ``key`` in the main section (what pct reads), or None."""
+    values = [line.value for line in ct.main_lines() if line.kind == "kv" and line.key == key]
+    return values[-1] if values else None
+
+
+def set_main_value(ct, key, value):
+    """The config's bytes with every main-section ``key`` line set to ``value`` (key, separator and spacing kept),
+    or, without one, a new ``key: value`` line after the main section's last ``lxc.*`` line (else its last key);
+    every other byte stays.  ``value`` must be one clean line (the caller validates it)."""
+    if _CONTROL.search(value) or "\n" in value:
+        raise ValueError("%s: refusing a value with control characters" % key)
+    lines = ct.lines
+    hits = [i for i, line in enumerate(lines) if line.section is None and line.kind == "kv" and line.key == key]
+    out = [line.raw for line in lines]
+    if hits:
+        for i in hits:
+            out[i] = lines[i].with_value(value) + lines[i].eol
+        return b"".join(out)
+    main = [i for i, line in enumerate(lines) if line.section is None and line.kind == "kv"]
+    lxc = [i for i in main if lines[i].key.startswith("lxc.")]
+    at = (lxc or main or [-1])[-1]
+    new = ("%s: %s" % (key, value)).encode("utf-8") + ct.eol
+    if at >= 0 and not lines[at].eol:      # the anchor is the last line and has no line ending
+        out[at] = lines[at].body + ct.eol
+    out.insert(at + 1, new)
+    return b"".join(out)
+
+
 def ct_config_name(name):
     """``(ctid, None)`` when ``name`` is a CT config file name, ``(None, why not)`` for another ``*.conf``.
 

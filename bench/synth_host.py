@@ -20,10 +20,12 @@ import sys
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 import demo_fleet  # noqa: E402  (also makes ansible.module_utils.pvetune importable)
+import demo_cts  # noqa: E402  (scripts/, on the path demo_fleet set up)
 
 SOCKETS, CORES, THREADS = 2, 64, 2
 NCPU = SOCKETS * CORES * THREADS  # 256
 N_CTS = 40
+LIB_ENTRIES = 1500
 HOST = "pve-synth256"
 
 
@@ -54,6 +56,12 @@ def build(dest):
         ctid = 103 + i
         if i % 4 == 0:
             text = demo_fleet.ct_config_gpu(ctid, "llm%d" % ctid, spec["ct_uvm_major"])
+            # Running, as GPU CTs are: its cgroup, its init and a library directory of a real size (an Ubuntu
+            # /usr/lib/x86_64-linux-gnu holds ~1500 entries), which the coherence check lists.
+            pid = 20000 + ctid
+            demo_cts.write_ct_runtime(t, ctid, pid, demo_cts.CT101["pve-gpu02"]["cgroup"], demo_cts.HOST_DRIVER)
+            for n in range(LIB_ENTRIES):
+                t.write("/proc/%d/root%s/libsynth%04d.so.1" % (pid, demo_cts.LIB_DIR, n), "")
         elif i % 4 == 1:
             text = demo_fleet.ct_config_devn(ctid, "jupyter%d" % ctid)
         else:

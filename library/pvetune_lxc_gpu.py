@@ -72,8 +72,8 @@ options:
     default: true
   numa_pin:
     description:
-      - Also pin the CPUs of every chosen GPU CT whose CPUs include none (or not all) of its GPUs' NUMA nodes:
-        set C(lxc.cgroup2.cpuset.cpus) (C(lxc.cgroup.cpuset.cpus) on cgroup v1) to the CPUs of those nodes, in the
+      - Also pin the CPUs of every chosen GPU CT whose CPUs include none (or not all) of its GPUs' NUMA nodes, by
+        setting C(lxc.cgroup2.cpuset.cpus) (C(lxc.cgroup.cpuset.cpus) on cgroup v1) to the CPUs of those nodes, in the
         same in-place write (the audit's check C(lxc.resources) decides which CTs, from the GPUs' C(numa_node),
         C(/proc/driver/nvidia/gpus/*/information) and the CT's cgroup).
       - A CT whose configured cpuset is already right is left alone; the pin takes effect at the CT's next start

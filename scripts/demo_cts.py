@@ -91,9 +91,9 @@ def write_libs(t, root, driver):
 
 # Per host: the CT 101 limits (the case's on pve-gpu01) and its effective cgroup, and extra GPU CTs.
 CT101 = {
-    # The case's CT: 16 cores placed by pvestatd on socket 0, a CPU quota of 8, 64 GiB and swap, for 8 GPUs.
-    "pve-gpu01": {"limits": {"cores": "16", "cpulimit": "8", "memory": "65536", "swap": "8192"},
-                  "cgroup": _cg("0-7,64-71", 8, 65536, 8192)},
+    # The case's CT: 16 cores placed by pvestatd on socket 0, a CPU quota of 8 and 64 GiB, for 8 GPUs.
+    "pve-gpu01": {"limits": {"cores": "16", "cpulimit": "8", "memory": "65536"},
+                  "cgroup": _cg("0-7,64-71", 8, 65536, 0)},
     "pve-gpu02": {"cgroup": _cg("0-23,32-55", None, 393216, 0)},
     "pve-gpu03": {"cgroup": _cg("0-23,32-55", None, 393216, 0)},
     "pve-gpu04": {"cgroup": _cg("0-23,32-55", None, 393216, 0)},
@@ -122,25 +122,23 @@ def write_host_cts(t, host, spec, gpu_bdfs):
     t.write("/etc/pve/storage.cfg", STORAGE_CFG)
     for idx, bdf in enumerate(gpu_bdfs):
         t.write("/proc/driver/nvidia/gpus/%s/information" % bdf, gpu_information(bdf, idx))
-    write_ct_runtime(t, 101, CT101_PID, CT101[host]["cgroup"], HOST_DRIVER)
+    write_ct_runtime(t, 101, CT101_PID, CT101.get(host, CT101["pve-gpu02"])["cgroup"], HOST_DRIVER)
     if host == "pve-gpu02":
         # CT 103 (devN, GPU 7) is stopped: its libraries are read in its ZFS subvolume.
         write_libs(t, "/rpool/data/subvol-103-disk-0", HOST_DRIVER)
-    if host == "pve-gpu03":
-        # CT 105 still runs the user-space driver of the release before the host's.
-        write_ct_runtime(t, 105, 5311, _cg("8-15,72-79", None, 65536, 0, "8-15,72-79"), OLD_DRIVER)
     if host == "pve-gpu04":
-        # CT 104 uses GPUs 0-3 (node 0) but its cpuset pins it to node 1.
+        # CT 104 uses GPUs 0-3 (node 0) but its cpuset pins it to node 1; CT 105 still runs the user-space driver
+        # of the release before the host's.
         write_ct_runtime(t, 104, 6020, _cg("32-63,96-127", None, 131072, 0, "32-63,96-127"), HOST_DRIVER)
+        write_ct_runtime(t, 105, 5311, _cg("8-15,72-79", None, 65536, 0, "8-15,72-79"), OLD_DRIVER)
 
 
 def extra_ct_configs(host):
     """{vmid: config text} of the extra GPU CTs of a host."""
-    if host == "pve-gpu03":
-        return {105: ct_config_pinned(105, "embed", (0, 1), "8-15,72-79").replace(
-            "#vLLM on GPUs 0,1", "#Embedding server on GPUs 0,1 (not updated with the host's driver)").replace(
-            "cores: 32", "cores: 8").replace("memory: 131072", "memory: 65536").replace(
-            "size=200G", "size=64G").replace("c 510:* rwm", "c 511:* rwm")}
     if host == "pve-gpu04":
-        return {104: ct_config_pinned(104, "vllm-a", (0, 1, 2, 3), "32-63,96-127")}
+        return {104: ct_config_pinned(104, "vllm-a", (0, 1, 2, 3), "32-63,96-127"),
+                105: ct_config_pinned(105, "embed", (0, 1), "8-15,72-79").replace(
+                    "#vLLM on GPUs 0,1", "#Embedding server on GPUs 0,1 (not updated with the host's driver)").replace(
+                    "cores: 32", "cores: 8").replace("memory: 131072", "memory: 65536").replace(
+                    "size=200G", "size=64G")}
     return {}

@@ -714,7 +714,6 @@ def ct_config_gpu(ctid, hostname, uvm_major, style="cgroup2", limits=None):
         "#LLM serving (vLLM) on all 8 GPUs",
         "arch: amd64",
         "cores: %s" % lim["cores"],
-    ] + (["cpulimit: %s" % lim["cpulimit"]] if "cpulimit" in lim else []) + [
         "features: nesting=1",
         "hostname: %s" % hostname,
         "memory: %s" % lim["memory"],
@@ -731,6 +730,8 @@ def ct_config_gpu(ctid, hostname, uvm_major, style="cgroup2", limits=None):
         lines.append("lxc.mount.entry: /dev/nvidia%d dev/nvidia%d none bind,optional,create=file" % (i, i))
     for node in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"):
         lines.append("lxc.mount.entry: /dev/%s dev/%s none bind,optional,create=file" % (node, node))
+    if "cpulimit" in lim:   # added by hand after the device lines (keeps their line numbers, which tests name)
+        lines.append("cpulimit: %s" % lim["cpulimit"])
     lines.append("mp0: /tank/models,mp=/models,ro=1")
     lines.append("")
     lines.append("[before-driver-580]")
@@ -1030,7 +1031,7 @@ def write_host(t, host, spec):
     t.link("/etc/pve/local", "nodes/%s" % host)
     t.link("/etc/pve/lxc", "nodes/%s/lxc" % host)
     t.write("/etc/pve/nodes/%s/lxc/101.conf" % host, ct_config_gpu(101, "llm", spec["ct_uvm_major"],
-                                                                  limits=demo_cts.CT101[host].get("limits")))
+                                                                  limits=demo_cts.CT101.get(host, {}).get("limits")))
     t.write("/etc/pve/nodes/%s/lxc/102.conf" % host, ct_config_plain(102, "monitoring"))
     for ctid, text in sorted(demo_cts.extra_ct_configs(host).items()):
         t.write("/etc/pve/nodes/%s/lxc/%d.conf" % (host, ctid), text)

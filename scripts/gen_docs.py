@@ -314,7 +314,7 @@ def render():
 
 def _tables():
     """The data tables nvidia.stack and kernel.known_issues evaluate, every row with its source."""
-    out = ["", "## Data tables", "", "### NVIDIA GPU generations (`nvidia.stack`)", "",
+    out = ["", "## Data tables", "", "**NVIDIA GPU generations** (`nvidia.stack`)", "",
            "module_utils/pvetune/tables/nvidia_generations.py. A GPU's generation comes from the chip code name of its "
            "pci.ids name, else from the device-id ranges (%s)." % nvidia_generations.PCI_IDS, "",
            "| generation | chips | device ids (fallback) | kernel modules | first driver | last branch | sources |",
@@ -328,7 +328,10 @@ def _tables():
              "unsupported": "proprietary only"}[row["open_modules"]],
             row.get("min_driver") or "-", row.get("max_branch") or "-",
             _cell("; ".join(dict.fromkeys(x for x in sources if x)))))
-    out += ["", "### Known kernel issues (`kernel.known_issues`)", "",
+    out += ["", "A device can need a later driver than its generation's first (Blackwell runs only on the open "
+            "modules, so its devices' first drivers are those of %s): %s." % (nvidia_generations.OGKM, ", ".join(
+                "10de:%04x %s" % kv for kv in sorted(nvidia_generations.DEVICE_MIN_DRIVER.items())))]
+    out += ["", "**Known kernel issues** (`kernel.known_issues`)", "",
             "module_utils/pvetune/tables/kernel_issues.py, evaluated against the running and the next boot's kernel "
             "(the numeric part of the Proxmox version, e.g. 6.8.12 of 6.8.12-4-pve: Proxmox kernels carry backports "
             "this table does not know of).", "",

@@ -140,13 +140,11 @@ class _Packer:
             data = data[:MAX_FILE]
         self.entries[resolved] = ("file", data)
 
-    def add_dir(self, host_path, names):
-        resolved = self.walk(host_path)
-        if resolved is None:
-            return
-        self.entries.setdefault(resolved, ("dir",))
+    def _add_children(self, directory, names, dirs=True):
+        """Entries for the names in a directory: symlinks as links, subdirectories (with ``dirs``) as directories,
+        anything else as an empty placeholder (its name is what the audit saw)."""
         for name in names:
-            child = posixpath.join(resolved, name)
+            child = posixpath.join(directory, name)
             real = self._real([p for p in child.split("/") if p])
             try:
                 st = os.lstat(real)
@@ -155,9 +153,17 @@ class _Packer:
             if stat.S_ISLNK(st.st_mode):
                 self.entries.setdefault(child, ("link", os.readlink(real)))
             elif stat.S_ISDIR(st.st_mode):
-                self.entries.setdefault(child, ("dir",))
+                if dirs:
+                    self.entries.setdefault(child, ("dir",))
             elif child not in self.entries:
                 self.entries[child] = ("placeholder",)
+
+    def add_dir(self, host_path, names):
+        resolved = self.walk(host_path)
+        if resolved is None:
+            return
+        self.entries.setdefault(resolved, ("dir",))
+        self._add_children(resolved, names)
 
     def add_ct_root_dir(self, host_path, names):
         """A library directory in a running CT's root, /proc/<pid>/root/...: taken literally (walking would resolve
@@ -165,17 +171,7 @@ class _Packer:
         parts = [p for p in host_path.split("/") if p]
         for i in range(2, len(parts) + 1):
             self.entries.setdefault("/" + "/".join(parts[:i]), ("dir",))
-        for name in names:
-            child = posixpath.join(host_path, name)
-            real = self._real([p for p in child.split("/") if p])
-            try:
-                st = os.lstat(real)
-            except OSError:
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                self.entries[child] = ("link", os.readlink(real))
-            elif stat.S_ISREG(st.st_mode):
-                self.entries[child] = ("placeholder",)
+        self._add_children(host_path, names, dirs=False)
 
     def add_probe(self, host_path):
         resolved = self.walk(host_path)

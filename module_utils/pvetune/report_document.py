@@ -124,8 +124,8 @@ def fix_argv(host, check_id, reboot_required, inventory=(), pattern=DEFAULT_PATT
 def fix_command(host, res, inventory=(), root="/", pattern=DEFAULT_PATTERN):
     """fix_argv as one shell-quoted line for a result with something to fix, or None.  A host audited from a
     snapshot (root other than /) gets LIVE_INVENTORY for -i: its audit inventory points at the tree."""
-    if res.get("status") not in FIX_STATUSES:
-        return None
+    if res.get("status") not in FIX_STATUSES or res.get("fix_tag") == "":
+        return None     # "": this result names nothing pvetune's fix changes (lxc.resources' CPU counts, memory)
     if root not in ("/", "", None):
         inventory = [LIVE_INVENTORY]
     argv = fix_argv(host, res.get("id"), res.get("reboot_required"), inventory, pattern)

@@ -77,7 +77,7 @@ def test_demo_fleet_audit(tmp_path, demo_digest):
         assert key in mrrs
     junit = ET.parse(str(latest / "junit.xml")).getroot()
     cases = junit.findall(".//testcase")
-    assert len(cases) == 5 * 16
+    assert len(cases) == 5 * 20
     failures = [c for c in cases if c.find("failure") is not None]
     assert {c.get("classname") for c in failures} == {"pve-gpu01", "pve-gpu04", "pve-gpu05"}
     html = (latest / "audit.html").read_text()

@@ -66,7 +66,8 @@ CT_101 = ("arch: amd64\n"
           "lxc.cgroup2.devices.allow: c 195:* rwm\n"
           "lxc.cgroup2.devices.allow: c 511:* rwm\n"
           + "".join("lxc.mount.entry: /dev/%s dev/%s none bind,optional,create=file\n" % (n, n)
-                    for n in ("nvidia0", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")))
+                    for n in ("nvidia0", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"))
+          + "cores: 8\nmemory: 32768\nswap: 0\n")
 
 
 def _node(path, major, minor):
@@ -79,7 +80,8 @@ def good_facts():
     return {
         "schema": 1, "root": "/", "errors": [],
         "host": {"hostname": "pve-test", "snapshot": None, "live": True},
-        "cpu": {"vendor": "AuthenticAMD", "model": "AMD EPYC 9335 32-Core Processor", "amd_pstate_status": "active",
+        "cpu": {"vendor": "AuthenticAMD", "model": "AMD EPYC 9335 32-Core Processor", "family": 26, "model_id": 2,
+                "amd_pstate_status": "active",
                 "online": "0-3", "policies": {"policy%d" % n: _policy(n) for n in range(4)},
                 "offline_policies": [], "errors": [], "evidence": ["/proc/cpuinfo: AMD EPYC"]},
         "cpuidle": {"driver": "acpi_idle", "governor": "menu", "max_cstate_param": "1", "intel_max_cstate_param": None,
@@ -108,10 +110,23 @@ def good_facts():
                    "devices": {"char": {1: ["mem"], 195: ["nvidia"], 511: ["nvidia-uvm"]}, "block": {}},
                    "nodes": [_node("/dev/nvidia0", 195, 0), _node("/dev/nvidiactl", 195, 255),
                              _node("/dev/nvidia-uvm", 511, 0), _node("/dev/nvidia-uvm-tools", 511, 1)],
-                   "nodes_source": "stat",
+                   "nodes_source": "stat", "gpu_minors": {GPU_BDFS[0]: 0, GPU_BDFS[1]: 1},
                    "smi": {"driver": "580.95.05", "format": "csv",
                            "gpus": [{"bus_id": "00000000:%s" % b[5:], "persistence": True} for b in GPU_BDFS]},
                    "smi_reason": None, "evidence": ["/proc/driver/nvidia/version: 580.95.05"]},
+        "numa": {"nodes": [{"node": 0, "cpus": list(range(8)), "socket": 0},
+                           {"node": 1, "cpus": list(range(8, 16)), "socket": 1}], "errors": [],
+                 "evidence": ["2 nodes"]},
+        "ct_runtime": {"cts": [{"ctid": "101", "running": True, "cgroup_dir": "/sys/fs/cgroup/lxc/101",
+                                "cgroup": {"cpuset.cpus.effective": "0-7", "cpuset.cpus": "", "cpu.max": "max 100000",
+                                           "cpu.weight": "100", "memory.max": str(32768 << 20),
+                                           "memory.swap.max": "0"},
+                                "init_pid": 4127,
+                                "libs": {"root": "/proc/4127/root", "reason": None,
+                                         "dirs": ["/usr/lib/x86_64-linux-gnu"],
+                                         "versions": {"libcuda.so": ["580.95.05"], "libnvidia-ml.so": ["580.95.05"]},
+                                         "links": {"libcuda.so.1": "libcuda.so.580.95.05"}}}],
+                       "evidence": ["1 GPU CTs"]},
         "iommu": {"units": ["ivhd0"], "groups": 40, "default_domain_type": "identity",
                   "group_types": {"30": "identity", "31": "identity"}, "evidence": ["iommu"]},
     }
@@ -174,6 +189,20 @@ def gpus(*overrides):
 
 
 INTEL_EFF = ["BOOT_IMAGE=/vmlinuz-6.14.8-2-pve", "root=/dev/mapper/pve-root", "ro", "intel_idle.max_cstate=1"]
+
+
+def ct101_line(line):
+    """Add a line to CT 101's config (main section)."""
+    def apply(facts):
+        ct = facts["lxc"]["cts"][0]
+        ct["config"] = ct["config"].replace("swap: 0\n", "swap: 0\n%s\n" % line)
+    return apply
+
+
+def add_node(node):
+    def apply(facts):
+        facts["nvidia"]["nodes"].append(node)
+    return apply
 
 
 def intel(epp="performance", status="active", driver="intel_pstate"):
@@ -495,6 +524,51 @@ SCENARIOS = [
     ("pcie.sriov", "skip", [gpus({"sriov_totalvfs": None}, {"sriov_totalvfs": 0})], None, "no GPU offers SR-IOV",
      False),
     ("pcie.sriov", "error", [setv(("pci",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    ("numa.gpu_locality", "pass", [], None, "2 GPUs on 1 NUMA nodes", False),
+    ("numa.gpu_locality", "pass", [setv(("numa", "nodes"), [{"node": 0, "cpus": [0, 1], "socket": 0}]),
+                                   gpus({"numa_node": -1}, {"numa_node": -1})], None, "one NUMA node", False),
+    ("numa.gpu_locality", "warn", [gpus({"numa_node": -1})], None,
+     "1 of 2 GPUs without a NUMA node on a 2-node host: 0000:01:00.0", False),
+    ("numa.gpu_locality", "skip", [setv(("pci", "functions"), [])], None, "no NVIDIA GPU found", False),
+    ("numa.gpu_locality", "error", [setv(("numa", "errors"), ["/sys/devices/system/node/node1/cpulist: 'x'"])],
+     None, "node1/cpulist", False),
+    ("lxc.resources", "pass", [], None, "1 GPU CTs: CPUs on their GPUs' nodes", False),
+    ("lxc.resources", "fail", [setv(("ct_runtime", "cts", 0, "cgroup", "cpu.max"), "400000 100000")], None,
+     "CPU quota: cpulimit unset, effective 4 CPUs: remove cpulimit", False),
+    ("lxc.resources", "fail", [setv(("ct_runtime", "cts", 0, "cgroup", "cpuset.cpus.effective"), "8-15")], None,
+     "CPUs 8-15 (node 1), none on its GPUs' node 0: set lxc.cgroup2.cpuset.cpus: 0-7", False),
+    ("lxc.resources", "warn", [gpus({}, {"numa_node": 1}),
+                               ct101_line("lxc.mount.entry: /dev/nvidia1 dev/nvidia1 none bind,optional,create=file"),
+                               add_node(_node("/dev/nvidia1", 195, 1))], {"lxc_min_cpus_per_gpu": 2},
+     "CPUs 0-7 (node 0), none on node 1 of its GPUs: set lxc.cgroup2.cpuset.cpus: 0-15", False),
+    ("lxc.resources", "pending", [ct101_line("lxc.cgroup2.cpuset.cpus: 0-7"),
+                                  setv(("ct_runtime", "cts", 0, "cgroup", "cpuset.cpus.effective"), "8-15")], None,
+     "cpuset configured 0-7 (node 0), effective 8-15 until the CT restarts", False),
+    ("lxc.resources", "skip", [setv(("ct_runtime", "cts"), [])], None, "no CT config passes NVIDIA devices", False),
+    ("lxc.resources", "error", [setv(("ct_runtime", "cts", 0, "cgroup", "memory.max"), "lots")], None,
+     "/sys/fs/cgroup/lxc/101/memory.max", False),
+    ("nvidia.stack", "pass", [], None, "driver 580.95.05 fits the GPUs", False),
+    ("nvidia.stack", "fail", [setv(("ct_runtime", "cts", 0, "libs", "links"),
+                                   {"libcuda.so.1": "libcuda.so.580.82.09"})],
+     None, "point to 580.82.09, the host's kernel module is 580.95.05", False),
+    ("nvidia.stack", "fail", [setv(("nvidia", "version"), {"version": "580.95.05", "open": False})], None,
+     "GPUs need the open kernel modules", False),
+    ("nvidia.stack", "warn", [setv(("ct_runtime", "cts", 0, "libs"), {"root": "/proc/4127/root", "reason": None,
+                                                                         "dirs": [], "versions": {}, "links": {}})],
+     None, "CUDA cannot start in this CT", False),
+    ("nvidia.stack", "skip", [setv(("nvidia", "version"), None)], None, "the NVIDIA driver is not loaded", False),
+    ("nvidia.stack", "error", [setv(("nvidia",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
+    ("kernel.known_issues", "pass", [], None, "no known issue", False),
+    ("kernel.known_issues", "fail", [setv(("kernel", "running"), "6.8.12-4-pve"),
+                                     setv(("kernel", "next_boot_kernel"), "6.8.12-4-pve"),
+                                     args(["BOOT_IMAGE=/vmlinuz-6.8.12-4-pve"], ["root=/dev/pve/root"])], None,
+     "boot with acpi-cpufreq, not amd-pstate", True),
+    ("kernel.known_issues", "pending", [setv(("kernel", "running"), "6.8.12-4-pve")], None,
+     "the next boot's kernel has no such problem", True),
+    ("kernel.known_issues", "warn", [setv(("kernel", "running"), "6.11.0-1-pve"),
+                                     setv(("kernel", "next_boot_kernel"), "6.11.0-1-pve")], None,
+     "does not know family 1Ah", False),
+    ("kernel.known_issues", "error", [setv(("kernel",), {"error": SECTION_ERROR})], None, SECTION_ERROR, False),
 ]
 
 EXPECTED_STATUSES = {
@@ -514,6 +588,10 @@ EXPECTED_STATUSES = {
     "pcie.acs": {"pass", "fail", "skip", "error"},
     "pcie.bar1": {"pass", "warn", "skip", "error"},
     "pcie.sriov": {"pass", "skip", "error"},
+    "numa.gpu_locality": {"pass", "warn", "skip", "error"},
+    "lxc.resources": {"pass", "fail", "warn", "pending", "skip", "error"},
+    "nvidia.stack": {"pass", "fail", "warn", "skip", "error"},
+    "kernel.known_issues": {"pass", "fail", "warn", "pending", "error"},
 }
 
 
@@ -551,7 +629,7 @@ def test_good_facts_pass_everything():
     results = evaluate(good_facts(), DEFAULT)
     assert [r["id"] for r in results] == [c["id"] for c in CATALOGUE]
     assert {r["id"]: r["status"] for r in results} == {c["id"]: "pass" for c in CATALOGUE}
-    assert summarize(results) == {"counts": {"pass": 16, "fail": 0, "warn": 0, "pending": 0, "skip": 0, "error": 0},
+    assert summarize(results) == {"counts": {"pass": 20, "fail": 0, "warn": 0, "pending": 0, "skip": 0, "error": 0},
                                   "failing": [], "reboot_required": False}
 
 

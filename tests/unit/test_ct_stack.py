@@ -5,6 +5,7 @@ kernel.known_issues, on the demo fleet, on trees changed for each case and on re
 import json
 import os
 import shutil
+import sys
 
 import pytest
 from ansible.module_utils.pvetune.audit import evaluate, gather
@@ -19,6 +20,8 @@ from ansible.module_utils.pvetune.formats import nvidia_smi_health, pve_storage
 from ansible.module_utils.pvetune.tables import kernel_issues, nvidia_generations
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "scripts"))
+import demo_cts  # noqa: E402
 DEMO = os.path.join(TOP, "demo", "snapshots")
 REAL = os.path.join(TOP, "tests", "fixtures", "realdata")
 LXC = "etc/pve/nodes/%s/lxc/%s.conf"
@@ -108,16 +111,8 @@ def test_cgroup_file_parsers():
             cg.pve_number(bad, int)
 
 
-STORAGE = """\
-dir: local
-\tpath /var/lib/vz
-\tcontent iso,vztmpl,backup
-
-zfspool: local-zfs
-\tpool rpool/data
-\tsparse
-\tcontent images,rootdir
-
+# The demo's storage.cfg (scripts/demo_cts.py) and two more storages.
+STORAGE = demo_cts.STORAGE_CFG + """
 zfspool: tank
 \tpool tank/ct
 \tmountpoint /mnt/tank-ct
@@ -155,10 +150,19 @@ def test_case_ct_fails_with_configured_effective_and_what_to_set():
     for text in ("16 CPUs (cores 16, effective cpuset 0-7,64-71) for 8 GPUs: set cores: 32 or more",
                  "cpulimit 8, effective 8 CPUs: remove cpulimit",
                  "memory 65536 MiB (effective 65536 MiB) for 8 GPUs: set memory: 131072 or more",
-                 "swap 8192 MiB (effective 8192 MiB): set swap: 0",
                  "CPUs 0-7,64-71 (node 0), none on node 1 of its GPUs: set lxc.cgroup2.cpuset.cpus: 0-127"):
         assert text in ct["message"], text
-    assert "effective CPUs 0-7,64-71, quota 8, memory.max 65536 MiB, swap.max 8192 MiB" in ct["current"]
+    assert "effective CPUs 0-7,64-71, quota 8, memory.max 65536 MiB, swap.max 0 MiB" in ct["current"]
+    assert "swap" not in ct["message"]
+
+
+def test_only_what_the_pin_fixes_is_in_the_fix_tags_scope(tmp_path):
+    # pve-gpu01's CT 101: cores, quota and memory are the operator's; fix.yml --tags lxc must not answer for them
+    # (its audit gate, the reports' fix command).
+    assert audit(os.path.join(DEMO, "pve-gpu01"))["lxc.resources"]["fix_tag"] == ""
+    gpu04 = os.path.join(DEMO, "pve-gpu04")
+    assert audit(gpu04)["lxc.resources"]["fix_tag"] == ""                         # lxc_numa_pin is off
+    assert audit(gpu04, {"lxc_numa_pin": True})["lxc.resources"]["fix_tag"] == "lxc"   # CT 104: the pin alone
 
 
 def test_fixed_host_passes_running_and_stopped_cts():
@@ -169,7 +173,7 @@ def test_fixed_host_passes_running_and_stopped_cts():
 
 def test_ct_pinned_to_the_wrong_node_fails():
     res = audit(os.path.join(DEMO, "pve-gpu04"))["lxc.resources"]
-    assert item(res, "CT 101")["status"] == "pass"
+    assert item(res, "CT 101")["status"] == "pass" and item(res, "CT 105")["status"] == "pass"
     assert item(res, "CT 104")["message"] == ("CPUs 32-63,96-127 (node 1), none on its GPUs' node 0: set "
                                               "lxc.cgroup2.cpuset.cpus: 0-31,64-95 (the CPUs of node 0)")
 
@@ -191,7 +195,7 @@ def test_cgroup_v1_host_reads_the_controller_directories(tmp_path):
     for rel, value in (("cpuset/lxc/101/cpuset.effective_cpus", "0-31,64-95"), ("cpuset/lxc/101/cpuset.cpus", ""),
                        ("cpu/lxc/101/cpu.cfs_quota_us", "-1"), ("cpu/lxc/101/cpu.cfs_period_us", "100000"),
                        ("memory/lxc/101/memory.limit_in_bytes", "68719476736"),
-                       ("memory/lxc/101/memory.memsw.limit_in_bytes", "77309411328"),
+                       ("memory/lxc/101/memory.memsw.limit_in_bytes", "77309411328"),   # 8 GiB of swap
                        ("cpuset/lxc/101/ns/init.scope/cgroup.procs", "4127"), ("devices/devices.list", "a *:* rwm")):
         write(root, "sys/fs/cgroup/" + rel, value + "\n")
     ct = item(audit(root)["lxc.resources"], "CT 101")
@@ -283,7 +287,7 @@ def test_numa_pin_adds_a_line_to_an_unpinned_ct_and_keeps_its_snapshots(tmp_path
 
 # -- nvidia.stack -------------------------------------------------------------------------------------------------
 def test_ct_one_driver_release_behind_fails_naming_both_versions_and_the_install():
-    res = audit(os.path.join(DEMO, "pve-gpu03"))["nvidia.stack"]
+    res = audit(os.path.join(DEMO, "pve-gpu04"))["nvidia.stack"]
     ct = item(res, "CT 105")
     assert res["status"] == "fail" and ct["status"] == "fail" and item(res, "CT 101")["status"] == "pass"
     assert ct["current"] == "580.82.09" and "the host's kernel module is 580.95.05" in ct["message"]
@@ -303,6 +307,15 @@ def test_blackwell_on_the_proprietary_modules_fails(tmp_path):
     gen = item(res, "Blackwell (8 GPUs)")
     assert gen["status"] == "fail" and "need the open kernel modules" in gen["message"]
     assert item(res, "CT 101")["status"] == "fail"      # 580.95.05 libraries, module 580.173.02
+
+
+def test_rtx_pro_6000_server_needs_the_575_branch_not_the_generations_570(tmp_path):
+    root = copy_host(tmp_path, "pve-gpu02")
+    write(root, "proc/driver/nvidia/version", real("nvidia_proc", "nvidia-version-570.172.08-open.txt"))
+    gen = item(audit(root)["nvidia.stack"], "Blackwell (8 GPUs)")
+    assert gen["status"] == "fail" and gen["expected"] == "open kernel modules, driver >= 575.57.08"
+    assert "driver 570.172.08 predates support for these Blackwell GPUs (first in 575.57.08" in gen["message"]
+    assert nvidia_generations.min_driver(nvidia_generations.GENERATIONS["blackwell"], 0x2B85)[0] == "570.86.16"
 
 
 def test_running_ct_without_a_findable_init_and_a_zvol_ct_skip_with_the_reason(tmp_path):

@@ -83,6 +83,10 @@ CHECKS = [  # id, severity, fix tag ("-": not fixed), reboot
     ("lxc.gpu_devices", "critical", "lxc", "no"),
     ("nvidia.driver", "medium", "-", "no"),
     ("iommu.mode", "medium", "cmdline", "yes"),
+    ("numa.gpu_locality", "medium", "-", "no"),
+    ("lxc.resources", "high", "lxc", "no"),
+    ("nvidia.stack", "critical", "-", "no"),
+    ("kernel.known_issues", "high", "kernel", "yes"),
 ]
 # The fix command each fixable check's details show (the reports fill in the inventory and the host).
 FIX_COMMANDS = {
@@ -98,6 +102,9 @@ FIX_COMMANDS = {
     "lxc.gpu_devices": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags lxc`",
     "pcie.acs": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags pcie`",
     "iommu.mode": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags cmdline -e pvetune_reboot_ok=true`",
+    "lxc.resources": "`ansible-playbook -i <inventory> fix.yml -l <host> --tags lxc`",
+    "kernel.known_issues": ("`ansible-playbook -i <inventory> fix.yml -l <host> --tags kernel "
+                            "-e pvetune_reboot_ok=true`"),
 }
 POLICY_DEFAULTS = {  # key: (default as the table shows it, the checks it is used in)
     "amd_pstate_mode": ('"active"', "`cpu.scaling_driver`"),
@@ -113,6 +120,9 @@ POLICY_DEFAULTS = {  # key: (default as the table shows it, the checks it is use
     "kernel_series": ('"6.14"', "`kernel.version`"),
     "intel_pstate_mode": ('"active"', "`cpu.scaling_driver`"),
     "lxc_check": ("true", "`lxc.gpu_devices`"),
+    "lxc_min_cpus_per_gpu": ("4", "`lxc.resources`"),
+    "lxc_min_memory_per_gpu": ("16384", "`lxc.resources`"),
+    "lxc_numa_pin": ("false", "`lxc.resources`"),
     "max_cstate": ("1", "`cpu.cstates`"),
     "numa_balancing": ("0", "`kernel.numa_balancing`"),
     "nvidia_persistence": ("true", "`nvidia.driver`"),

@@ -29,21 +29,26 @@ EXPECTED = {
         "cpu.scaling_driver": "fail", "cpu.governor": "pass", "cpu.epp": "skip", "cpu.cstates": "fail",
         "kernel.numa_balancing": "fail", "pcie.mrrs": "fail", "pcie.link": "warn", "kernel.version": "fail",
         "boot.cmdline": "fail", "lxc.gpu_devices": "fail", "nvidia.driver": "pass", "iommu.mode": "fail",
+        "numa.gpu_locality": "pass", "lxc.resources": "fail", "nvidia.stack": "pass", "kernel.known_issues": "fail",
     }),
     "pve-gpu02": dict(dict.fromkeys((
         "cpu.scaling_driver", "cpu.governor", "cpu.epp", "cpu.cstates", "kernel.numa_balancing", "pcie.mrrs",
-        "pcie.link", "kernel.version", "boot.cmdline", "lxc.gpu_devices", "nvidia.driver", "iommu.mode"), "pass"),
+        "pcie.link", "kernel.version", "boot.cmdline", "lxc.gpu_devices", "nvidia.driver", "iommu.mode",
+        "numa.gpu_locality", "lxc.resources", "nvidia.stack", "kernel.known_issues"), "pass"),
         **PCIE_QUIET),
     "pve-gpu03": dict(PCIE_QUIET, **{
         "cpu.scaling_driver": "pending", "cpu.governor": "pass", "cpu.epp": "skip", "cpu.cstates": "pending",
         "kernel.numa_balancing": "pass", "pcie.mrrs": "pass", "pcie.link": "pass", "kernel.version": "pending",
         "boot.cmdline": "pending", "lxc.gpu_devices": "pass", "nvidia.driver": "pass", "iommu.mode": "pending",
+        "numa.gpu_locality": "pass", "lxc.resources": "pass", "nvidia.stack": "pass",
+        "kernel.known_issues": "pending",
     }),
     "pve-gpu04": dict(dict.fromkeys((
         "cpu.scaling_driver", "cpu.governor", "cpu.epp", "cpu.cstates", "kernel.numa_balancing", "pcie.mrrs",
-        "pcie.link", "kernel.version", "lxc.gpu_devices", "nvidia.driver", "pcie.topology"), "pass"),
+        "pcie.link", "kernel.version", "lxc.gpu_devices", "nvidia.driver", "pcie.topology", "numa.gpu_locality",
+        "kernel.known_issues"), "pass"),
         **{"pcie.acs": "fail", "pcie.bar1": "warn", "pcie.sriov": "skip", "iommu.mode": "fail",
-           "boot.cmdline": "fail"}),
+           "boot.cmdline": "fail", "lxc.resources": "fail", "nvidia.stack": "fail"}),
 }
 
 
@@ -77,7 +82,8 @@ def test_gpu01_fails_the_reference_checks(demo_results):
     _, res = demo_results["pve-gpu01"]
     fails = sorted(cid for cid, r in res.items() if r["status"] == "fail")
     assert fails == sorted(["cpu.scaling_driver", "cpu.cstates", "kernel.numa_balancing", "pcie.mrrs",
-                            "kernel.version", "boot.cmdline", "lxc.gpu_devices", "iommu.mode"])
+                            "kernel.version", "boot.cmdline", "lxc.gpu_devices", "iommu.mode", "lxc.resources",
+                            "kernel.known_issues"])
     assert res["cpu.scaling_driver"]["current"].startswith("acpi-cpufreq (128 policies)")
     assert "C2 (400us)" in res["cpu.cstates"]["message"]
     assert res["kernel.numa_balancing"]["current"] == "runtime 1, persisted no"
@@ -288,7 +294,10 @@ def test_garbage_proc_devices(copy_host, demo_results, content):
     assert lxc["message"].startswith("/proc/devices: NVIDIA device state unavailable: no 'Character devices:'")
     assert facts["errors"][0]["section"] == "lxc" and facts["errors"][0]["path"] == "/proc/devices"
     assert res["nvidia.driver"]["status"] == "pass"
-    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices"})
+    # the CT runtime reader builds on the CT configs the LXC reader could not give it
+    assert res["lxc.resources"]["status"] == "error" and "NVIDIA device state unavailable" in res["lxc.resources"][
+        "message"]
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices", "lxc.resources"})
 
 
 def test_missing_proc_devices(copy_host, demo_results):
@@ -299,7 +308,9 @@ def test_missing_proc_devices(copy_host, demo_results):
     assert res["nvidia.driver"]["message"] == "/proc/devices: No such file or directory"
     assert res["lxc.gpu_devices"]["status"] == "error"
     assert "/proc/devices" in res["lxc.gpu_devices"]["message"]
-    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices", "nvidia.driver"})
+    assert res["lxc.resources"]["status"] == "error" and res["nvidia.stack"]["status"] == "error"
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices", "nvidia.driver",
+                                                                "lxc.resources", "nvidia.stack"})
 
 
 def test_ct_config_that_cannot_be_read_as_a_file(copy_host, demo_results):

@@ -110,6 +110,9 @@ BAD_VALUES = {
     "gpu_p2p": ["AUTO", "off", "", None, True, "auto\n", ["auto"]],
     "pcie_acs_fix": [1, "true", "yes", None],
     "iommu_passthrough": [0, "false", None],
+    "lxc_min_cpus_per_gpu": [-1, 257, 4.0, "4", True, None],
+    "lxc_min_memory_per_gpu": [-1, 4194305, 16384.0, "16G", False],
+    "lxc_numa_pin": [1, "true", None],
     "skip_checks": [["pcie.mrrs"], "pcie.mrrs", {"pcie.mrrs": 1}, {"pcie.mrrs": None}, {1: "x"},
                     {"pcie.mrr": "typo"}, {"no.such.check": "x"}, None],
 }
@@ -161,6 +164,9 @@ GOOD_VALUES = {
     "gpu_p2p": ["auto", "ignore"],
     "pcie_acs_fix": [True, False],
     "iommu_passthrough": [True, False],
+    "lxc_min_cpus_per_gpu": [0, 4, 256],
+    "lxc_min_memory_per_gpu": [0, 16384, 4194304],
+    "lxc_numa_pin": [True, False],
     "skip_checks": [{}, {"pcie.mrrs": "VFIO host"}, dict.fromkeys(BY_ID, "")],
 }
 

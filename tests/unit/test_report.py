@@ -249,10 +249,11 @@ def test_text_lists_failing_hosts(demo_entries):
     assert lines[0].split()[:7] == ["HOST", "PASS", "FAIL", "WARN", "PENDING", "SKIP", "ERROR"]
     assert lines[0].endswith("FAILING (severity >= high)")
     row = next(line for line in lines if line.startswith("pve-gpu01 "))
-    assert "cpu.scaling_driver, cpu.cstates, kernel.numa_balancing, pcie.mrrs, boot.cmdline, lxc.gpu_devices" in row
-    assert row.split()[1:7] == ["4", "8", "1", "0", "3", "0"]
+    assert ("cpu.scaling_driver, cpu.cstates, kernel.numa_balancing, pcie.mrrs, boot.cmdline, lxc.gpu_devices, "
+            "lxc.resources, kernel.known_issues") in row
+    assert row.split()[1:7] == ["6", "10", "1", "0", "3", "0"]
     row2 = next(line for line in lines if line.startswith("pve-gpu02 "))
-    assert row2.split()[1:8] == ["14", "0", "0", "0", "2", "0", "-"]
+    assert row2.split()[1:8] == ["18", "0", "0", "0", "2", "0", "-"]
     row4 = next(line for line in lines if line.startswith("pve-gpu04 "))
     assert row4.split()[1:7] == ["-"] * 6
     assert row4.split(None, 7)[7] == "could not be audited: unreachable (%s)" % UNREACHABLE["error"]

@@ -85,7 +85,9 @@ def test_only_results_with_something_to_fix_have_a_command(doc):
     seen = set()
     for host in doc["hosts"]:
         for res in host["checks"]:
-            wanted = res["status"] in ("fail", "warn", "pending", "error") and bool(fix_tags(res["id"]))
+            # A result can say pvetune's fix does not answer for it (fix_tag "": lxc.resources' CPU counts, memory).
+            wanted = (res["status"] in ("fail", "warn", "pending", "error") and bool(fix_tags(res["id"]))
+                      and res["fix_tag"] != "")
             assert (res["fix_command"] is not None) == wanted, (host["host"], res["id"], res["status"])
             if res["fix_command"]:
                 argv = shlex.split(res["fix_command"])

@@ -213,8 +213,8 @@ def kernel_state(fsroot, loader_info=None, grub_eff=None):
 
 
 def _issue_text(row):
-    return "%s (%s; %s; %s)" % (row["problem"], row["id"], "fixed in %s" % row["fixed_in"] if row["fixed_in"]
-                                 else "no fixed kernel known", row["source"])
+    fixed = "fixed in %s" % row["fixed_in"] if row["fixed_in"] else "no fixed kernel known"
+    return "%s (%s; %s; %s)" % (row["problem"], row["id"], fixed, row["source"])
 
 
 def check_known_issues(facts, policy):
@@ -233,8 +233,8 @@ def check_known_issues(facts, policy):
         "%x" % cpu["family"] if cpu.get("family") is not None else "?",
         "%x" % cpu["model_id"] if cpu.get("model_id") is not None else "?", ", ".join(gens) or "none known",
         driver or "not loaded")
-    ev = ["%s; %d of %d table rows apply: %s" % (host, len(rows), len(kernel_issues.KNOWN_ISSUES),
-                                                  ", ".join(r["id"] for r in rows) or "none")]
+    ids = ", ".join(r["id"] for r in rows) or "none"
+    ev = ["%s; %d of %d table rows apply: %s" % (host, len(rows), len(kernel_issues.KNOWN_ISSUES), ids)]
     # The workaround a row names counts where it is effective (running) or configured (next boot).
     kernels = [("running", kern.get("running"), {arg_key(a) for a in _effective_args(facts)})]
     if kern.get("next_boot_kernel") and kern.get("next_boot_kernel") != kern.get("running"):

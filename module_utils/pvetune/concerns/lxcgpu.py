@@ -487,8 +487,9 @@ def list_cts(fsroot, base):
 def read_lxc(ctx):
     """Reader of the facts section "lxc": the CT configs as read, not judged (check_lxc judges them).
 
-    Keys: ``present``, ``cts`` (``[{"ctid", "path", "config"}]``, config text decoded with surrogateescape so that
-    parse_ct_config() gets the bytes back; ``error`` instead of ``config`` when unreadable), ``skipped`` (list_cts),
+    Keys: ``present``, ``cts`` (``[{"ctid", "path", "config", "sources", "passes_nvidia"}]``, config text decoded
+    with surrogateescape so that parse_ct_config() gets the bytes back; ``error`` instead of ``config`` when
+    unreadable), ``skipped`` (list_cts),
     ``host_majors``, ``known_majors`` ({major: name}, from STATE_FILE), ``cgroup_version``, ``evidence``.
     Raises FsError when the NVIDIA device state (section "nvidia") is unavailable.
     """
@@ -512,8 +513,10 @@ def read_lxc(ctx):
     for ctid, path in sorted(available.items()):
         try:
             data = fsroot.read_bytes(path)
+            parsed = parse_ct_config(data, path)
             out["cts"].append({"ctid": str(ctid), "path": path, "config": data.decode("utf-8", "surrogateescape"),
-                               "sources": sources_mod.read_ct_sources(fsroot, parse_ct_config(data, path))})
+                               "sources": sources_mod.read_ct_sources(fsroot, parsed),
+                               "passes_nvidia": passes_nvidia(parsed)})
         except FsError as exc:
             out["cts"].append({"ctid": str(ctid), "path": path, "error": "%s: %s" % (exc.path, exc.reason)})
     out["evidence"].append("%s/*.conf: %d CT configs" % (LXC_DIR, len(available)))

@@ -15,10 +15,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
+import os
 import re
 import stat
 
-from ansible.module_utils.pvetune.concerns.lxcgpu import passes_nvidia
 from ansible.module_utils.pvetune.concerns.lxcgpu_sources import gpu_nodes_of
 from ansible.module_utils.pvetune.concerns.nvidia import lib_versions
 from ansible.module_utils.pvetune.concerns.numa_topology import facts_nodes
@@ -56,8 +57,19 @@ def _cgroup_dirs(version, ctid):
     return {"": CG2_DIR % ctid}
 
 
-def _read_cgroup(fsroot, version, ctid):
-    """(running, {file: raw value or None}, base directory) of a CT's cgroup."""
+def _cg_value(fsroot, path, errors):
+    """A cgroup file's value; None when the file is not there (its controller is off), and ``errors`` gets the
+    files that are there but cannot be read (a directory, no permission, a symlink loop): never "no limit"."""
+    try:
+        return fsroot.read_value(path)
+    except FsError as exc:
+        if exc.reason != os.strerror(errno.ENOENT) and errors is not None:
+            errors.append("%s: %s" % (path, exc.reason))
+        return None
+
+
+def _read_cgroup(fsroot, version, ctid, errors=None):
+    """(running, {file: raw value or None}, base directory) of a CT's cgroup (unreadable files into ``errors``)."""
     dirs = _cgroup_dirs(version, ctid)
     base = dirs.get("") or dirs["cpuset"]
     if not fsroot.isdir(base):
@@ -65,10 +77,10 @@ def _read_cgroup(fsroot, version, ctid):
     files = {}
     if version == 1:
         for ctl, name in V1_FILES:
-            files[name] = fsroot.try_value("%s/%s" % (dirs[ctl], name))
+            files[name] = _cg_value(fsroot, "%s/%s" % (dirs[ctl], name), errors)
     else:
         for name in V2_FILES:
-            files[name] = fsroot.try_value("%s/%s" % (base, name))
+            files[name] = _cg_value(fsroot, "%s/%s" % (base, name), errors)
     return True, files, base
 
 
@@ -133,13 +145,14 @@ def _list_libs(fs, root, confined=False):
 
 
 def _read_libs(fsroot, ct, entry, storages):
-    """The NVIDIA library names of a CT: through /proc/<init>/root while it runs, else in its rootfs directory."""
+    """The NVIDIA library names of a CT (an entry of the "lxc" section): through /proc/<init>/root while it runs,
+    else in its rootfs directory (the config is parsed only then, for its rootfs)."""
     if entry["running"]:
         if entry["init_pid"] is None:
             return {"reason": "running, but no process of its cgroup is its init (NSpid)"}
         root = where = "/proc/%d/root" % entry["init_pid"]   # the kernel resolves it in the CT's mount namespace
     else:
-        value = main_value(ct, "rootfs")
+        value = main_value(parse_ct_config(ct["config"], ct["path"]), "rootfs")
         if not value:
             return {"reason": "stopped, and its config has no rootfs"}
         if storages is None:
@@ -159,7 +172,8 @@ def _read_libs(fsroot, ct, entry, storages):
 
 def read_runtime(ctx):
     """Reader of the facts section "ct_runtime": ``cts`` ([{"ctid", "running", "cgroup" {file: raw}, "cgroup_dir",
-    "init_pid", "libs" {"root", "versions", "links", "dirs", "reason"}}], GPU CTs only), ``evidence``."""
+    "cgroup_errors" (files there but unreadable), "init_pid", "libs" {"root", "versions", "links", "dirs", "reason"}}],
+    GPU CTs only), ``evidence``."""
     fsroot = ctx.fsroot
     lxc = ctx.facts.get("lxc") or {}
     out = {"cts": [], "evidence": []}
@@ -174,15 +188,13 @@ def read_runtime(ctx):
         except FsError as exc:
             out["evidence"].append("%s: %s" % (exc.path, exc.reason))
     for ct in lxc.get("cts") or ():
-        if ct.get("error"):
+        if ct.get("error") or not ct.get("passes_nvidia"):    # the LXC reader's passes_nvidia()
             continue
-        conf = parse_ct_config(ct["config"], ct["path"])
-        if not passes_nvidia(conf):
-            continue
-        running, files, base = _read_cgroup(fsroot, version, ct["ctid"])
+        cgroup_errors = []
+        running, files, base = _read_cgroup(fsroot, version, ct["ctid"], cgroup_errors)
         entry = {"ctid": ct["ctid"], "running": running, "cgroup": files, "cgroup_dir": base,
-                 "init_pid": find_init_pid(fsroot, base) if running else None}
-        entry["libs"] = _read_libs(fsroot, conf, entry, storages)
+                 "cgroup_errors": cgroup_errors, "init_pid": find_init_pid(fsroot, base) if running else None}
+        entry["libs"] = _read_libs(fsroot, ct, entry, storages)
         out["cts"].append(entry)
     out["evidence"].append("%d GPU CTs: %s" % (len(out["cts"]), ", ".join(
         "%s (%s)" % (c["ctid"], "running, init %s" % c["init_pid"] if c["running"] else "stopped")
@@ -197,7 +209,10 @@ def _configured(ct):
     for key, default in PVE_DEFAULTS.items():
         if values[key] is None:
             values[key] = default
-    return {k: v for k, v in values.items() if v is not None}
+    # The values end up in messages: a byte that is no UTF-8 (kept by surrogateescape) is shown as \xNN, since
+    # Ansible refuses a module result with surrogates ("Refusing to deserialize an invalid UTF8 string value").
+    return {k: v.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            for k, v in values.items() if v is not None}
 
 
 def _parse(problems, what, parse, *args):
@@ -227,14 +242,21 @@ def _limits(ct, conf, runtime, problems):
     eff = None
     if runtime and runtime.get("running"):
         files, base = runtime.get("cgroup") or {}, runtime.get("cgroup_dir")
+        problems.extend(runtime.get("cgroup_errors") or ())
         eff = {}
 
-        def parsed(name, parse, *args):
-            return _parse(problems, "%s/%s" % (base, name), parse, *args) if files.get(name) is not None else None
+        v1 = {name: ctl for ctl, name in V1_FILES} if "cpu.max" not in files else {}
 
-        cpus = files.get("cpuset.cpus.effective") if "cpuset.cpus.effective" in files else \
-            files.get("cpuset.effective_cpus")
-        eff["cpuset"] = _parse(problems, "%s/cpuset.cpus.effective" % base, parse_cpu_list, cpus) if cpus else None
+        def where(name):
+            """The file's host path: a v1 file is in its controller's directory, not in cpuset's."""
+            return "%s/%s" % (_cgroup_dirs(1, ct.ctid)[v1[name]] if name in v1 else base, name)
+
+        def parsed(name, parse, *args):
+            return _parse(problems, where(name), parse, *args) if files.get(name) is not None else None
+
+        eff_name = "cpuset.cpus.effective" if "cpuset.cpus.effective" in files else "cpuset.effective_cpus"
+        cpus = files.get(eff_name)
+        eff["cpuset"] = _parse(problems, where(eff_name), parse_cpu_list, cpus) if cpus else None
         if "cpu.max" in files:
             quota = parsed("cpu.max", cg.parse_cpu_max, files.get("cpu.max"))
             eff["quota"] = cg.cpu_quota_cpus(*quota) if quota else None
@@ -337,7 +359,7 @@ def evaluate_ct(ct, runtime, facts, policy):
     if swap:
         fails.append("swap %s MiB (effective %s): set swap: 0" % (
             conf.get("swap"),
-            "%d MiB" % eff["swap"] if eff and eff.get("swap") is not None else "not running"))
+            "%d MiB" % eff["swap"] if eff and eff.get("swap") is not None else "unknown" if eff else "not running"))
     current = "cores %s, cpuset %s, cpulimit %s, memory %s, swap %s" % (
         conf.get("cores", "all"), _fmt_cpus(lim["cpuset"]) if lim["cpuset"] else "unset",
         conf.get("cpulimit", "0"), conf.get("memory"), conf.get("swap"))
@@ -349,12 +371,15 @@ def evaluate_ct(ct, runtime, facts, policy):
     else:
         current += "; not running"
     status = "error" if problems else "fail" if fails else "pending" if pending else "warn" if warns else "pass"
+    # What lxc_numa_pin fixes: the placement alone (the other limits stay the operator's).
+    placed = place["verdict"] in ("fail", "warn") and not restart_fixes
+    placement_only = not problems and len(fails) + len(warns) == (1 if placed else 0)
     message = "; ".join(problems + fails + pending + warns) or "%d GPUs%s" % (
         n_gpus, ", CPUs on node %s" % format_cpu_list(gpu_nodes) if gpu_nodes else "")
     return {"name": "CT %s" % ct.ctid, "status": status, "current": current, "message": message,
             "expected": ">= %d CPUs%s, >= %d MiB, no cpulimit, swap 0" % (
                 need, " on node %s" % format_cpu_list(gpu_nodes) if gpu_nodes else "", need_mem),
-            }
+            "_pin_fixes": placement_only}
 
 
 def check_resources(facts, policy):
@@ -378,10 +403,18 @@ def check_resources(facts, policy):
     order = ("error", "fail", "pending", "warn")
     worst = next((s for s in order if any(i["status"] == s for i in items)), "pass")
     bad = [i for i in items if i["status"] != "pass"]
+    # fix.yml --tags lxc answers for this result (its gate, the reports' fix command) only when every problem is
+    # one the pin fixes and policy lxc_numa_pin lets it; CPU counts, quotas, memory and swap are the operator's.
+    fixable = policy["lxc_numa_pin"] and all(i["_pin_fixes"] for i in bad if i["status"] in ("fail", "warn"))
+    for i in items:
+        i.pop("_pin_fixes")
     current = "%d GPU CTs: %s" % (len(items), ", ".join("%s %s" % (i["name"], i["status"]) for i in items))
     if bad:
-        return make_result(cid, policy, worst, current, " | ".join("%s: %s" % (i["name"], i["message"]) for i in bad),
-                           items, ev)
+        res = make_result(cid, policy, worst, current, " | ".join("%s: %s" % (i["name"], i["message"]) for i in bad),
+                          items, ev)
+        if not fixable:
+            res["fix_tag"] = ""
+        return res
     return make_result(cid, policy, "pass", current, "%d GPU CTs: CPUs on their GPUs' nodes, enough CPUs and "
                        "memory, no quota, no swap" % len(items), items, ev)
 

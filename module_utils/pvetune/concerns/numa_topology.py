@@ -13,10 +13,12 @@ __metaclass__ = type
 
 import re
 
+from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.formats.cpu_list import format_cpu_list, parse_cpu_list
 
 NODE_DIR = "/sys/devices/system/node"
 _NODE = re.compile(r"\Anode(\d{1,4})\Z")
+_PKG = re.compile(r"\A[0-9]{1,6}\Z")
 
 
 def read_nodes(fsroot, only=None):
@@ -33,8 +35,10 @@ def read_nodes(fsroot, only=None):
         if not match or (only is not None and int(match.group(1)) not in only):
             continue
         path = "%s/%s/cpulist" % (NODE_DIR, name)
-        text = fsroot.try_value(path)
-        if text is None:
+        try:
+            text = fsroot.read_value(path)
+        except FsError as exc:
+            errors.append("%s: %s" % (path, exc.reason))
             continue
         try:
             cpus = parse_cpu_list(text)
@@ -43,7 +47,8 @@ def read_nodes(fsroot, only=None):
             continue
         pkg = fsroot.try_value("/sys/devices/system/cpu/cpu%d/topology/physical_package_id" % cpus[0]) \
             if cpus else None
-        nodes[int(match.group(1))] = {"cpus": cpus, "socket": int(pkg) if pkg is not None and pkg.isdigit() else None}
+        # ASCII digits only: str.isdigit() also takes "²", which int() refuses; -1 (unknown) and garbage are None.
+        nodes[int(match.group(1))] = {"cpus": cpus, "socket": int(pkg) if pkg is not None and _PKG.match(pkg) else None}
     return nodes, errors
 
 

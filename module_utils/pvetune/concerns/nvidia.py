@@ -131,7 +131,8 @@ def uvm_ready(state):
 
 
 # -- parsers (the driver's and nvidia-smi's own text formats) --------------------
-_NVRM = re.compile(r"NVRM version:.*?(\d+\.\d+(?:\.\d+)?)")
+# The version is a word of its own (580.95.05, 390.157): not the tail of a longer number.
+_NVRM = re.compile(r"NVRM version:.*?(?<![0-9.])([0-9]{2,4}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)(?![0-9.])")
 
 
 def parse_nvidia_version(text):
@@ -150,7 +151,8 @@ def parse_gpu_information(text):
         if sep:
             info[key.strip()] = value.strip()
     minor = info.get("Device Minor", "")
-    info["minor"] = int(minor) if minor.isdigit() and len(minor) < 6 else None
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+    info["minor"] = int(minor) if re.match(r"\A[0-9]{1,5}\Z", minor) else None
     return info
 
 
@@ -161,6 +163,8 @@ def lib_versions(names):
     """{"libcuda.so": ["580.95.05"], "libnvidia-ml.so": [...]}: the driver versions in user-space library names."""
     out = {}
     for name in names:
+        if not name.startswith(("libcuda.so.", "libnvidia-ml.so.")):   # ~1500 names in a distribution's libdir
+            continue
         match = _LIB.match(name)
         if match:
             out.setdefault(match.group(1), set()).add(match.group(2))
@@ -202,7 +206,7 @@ def parse_nvidia_smi(text):
             elif km and km.group(1) == "Product Name" and current["name"] is None:
                 current["name"] = km.group(2)
             elif km and block:
-                mib = re.match(r"(\d+) MiB\Z", km.group(2))
+                mib = re.match(r"([0-9]{1,9}) MiB\Z", km.group(2))
                 key = "fb_total" if block == "FB" else "bar1_total"
                 if mib and current[key] is None:
                     current[key] = int(mib.group(1))
@@ -212,7 +216,7 @@ def parse_nvidia_smi(text):
         lines = text.splitlines()
         for line in lines:
             # data rows look like "|   0  NVIDIA H100 80GB HBM3   On  |   00000000:18:00.0 Off |"
-            rm = re.match(r"^\|\s*(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*"
+            rm = re.match(r"^\|\s*([0-9]{1,4})\s+(.+?)\s+(On|Off)\s*\|\s*"
                           r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])", line)
             if rm:
                 gpus.append({"index": int(rm.group(1)), "name": rm.group(2).strip(),
@@ -224,7 +228,7 @@ def parse_nvidia_smi(text):
             gpus.append({"bus_id": parts[0].lower(), "persistence": parts[1].lower() in ("enabled", "on")})
             if len(parts) >= 3 and not driver:
                 driver = parts[2]
-            if len(parts) >= 4 and parts[3].isdigit():
+            if len(parts) >= 4 and re.match(r"\A[0-9]{1,4}\Z", parts[3]):
                 gpus[-1]["index"] = int(parts[3])
     return {"driver": driver, "gpus": gpus, "format": "csv" if gpus else "unknown"}
 

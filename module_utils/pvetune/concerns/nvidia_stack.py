@@ -15,7 +15,7 @@ __metaclass__ = type
 import re
 
 from ansible.module_utils.pvetune.core.result import make_result, section_error
-from ansible.module_utils.pvetune.tables.nvidia_generations import GENERATIONS, generation_of
+from ansible.module_utils.pvetune.tables.nvidia_generations import GENERATIONS, generation_of, min_driver, open_required
 
 _VERSION = re.compile(r"\A([0-9]{2,4}(?:\.[0-9]{1,3}){1,2})\Z")
 
@@ -56,8 +56,8 @@ def _generation_items(gpus, version):
     for gen, members in sorted(groups.items(), key=lambda kv: kv[0] or ""):
         names = ", ".join(g["bdf"] for g in members)
         row = GENERATIONS.get(gen)
-        item = {"name": "%s (%d GPU%s)" % (row["name"] if row else "unknown generation", len(members),
-                                          "s" if len(members) > 1 else ""),
+        plural = "s" if len(members) > 1 else ""
+        item = {"name": "%s (%d GPU%s)" % (row["name"] if row else "unknown generation", len(members), plural),
                 "status": "pass", "current": "%s%s" % (version["version"], ", open kernel modules"
                                                        if version.get("open") else ", proprietary kernel modules"),
                 "expected": None, "message": names}
@@ -65,9 +65,9 @@ def _generation_items(gpus, version):
             item.update(status="skip", message="%s: device ids not in the generations table" % names)
             items.append(item)
             continue
-        want = []
-        problems = []
-        if row["open_modules"] == "required":
+        want, problems = [], []
+        ids = sorted({g.get("device_id") for g in members if isinstance(g.get("device_id"), int)})
+        if any(open_required(row, d) for d in ids) or (not ids and row["open_modules"] == "required"):
             want.append("open kernel modules")
             if not version.get("open"):
                 problems.append("%s GPUs need the open kernel modules; the proprietary ones do not drive them (%s)"
@@ -75,14 +75,19 @@ def _generation_items(gpus, version):
         elif row["open_modules"] == "unsupported":
             want.append("proprietary kernel modules")
             if version.get("open"):
-                problems.append("the open kernel modules do not support %s GPUs (%s)" % (row["name"],
-                                                                                       row["open_source"]))
-        if row.get("min_driver"):
-            want.append("driver >= %s" % row["min_driver"])
+                problems.append("the open kernel modules do not support %s GPUs (%s)"
+                                % (row["name"], row["open_source"]))
+        # The first driver: the latest first driver of the devices present (a device can come later than its
+        # generation: 10de:2bb5 needs 575.57.08, the generation 570.86.15).
+        floors = [min_driver(row, d) for d in ids] or [(row["min_driver"], row["min_source"])]
+        floor, floor_source = max(((v, src) for v, src in floors if v), key=lambda vs: version_key(vs[0]),
+                                  default=(None, None))
+        if floor:
+            want.append("driver >= %s" % floor)
             have = version_key(version["version"])
-            if have is not None and have < version_key(row["min_driver"]):
-                problems.append("driver %s predates %s support (first in %s: %s)" % (
-                    version["version"], row["name"], row["min_driver"], row["min_source"]))
+            if have is not None and have < version_key(floor):
+                problems.append("driver %s predates support for these %s GPUs (first in %s: %s)" % (
+                    version["version"], row["name"], floor, floor_source))
         if row.get("max_branch"):
             want.append("a branch <= %s" % row["max_branch"])
             have = version_key(version["version"])

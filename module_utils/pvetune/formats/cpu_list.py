@@ -7,8 +7,22 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
+
+# The kernel writes CPU numbers in ASCII decimal; int() would also take "+3", "1_5" and other scripts' digits.
+_CPU = re.compile(r"\A[0-9]{1,6}\Z")
+MAX_CPUS = 65536   # a bound on the list, not only on each range: "0-65535," repeated fills 64 KiB
+
 
 # -- small helpers -------------------------------------------------------
+def _cpu(text):
+    text = text.strip()
+    if not _CPU.match(text):
+        raise ValueError("bad CPU number %r" % text[:20])
+    return int(text)
+
+
 def parse_cpu_list(text):
     """'0-3,8,10-11' -> [0, 1, 2, 3, 8, 10, 11]; ValueError on garbage."""
     text = (text or "").strip()
@@ -19,12 +33,14 @@ def parse_cpu_list(text):
         part = part.strip()
         if "-" in part:
             lo, hi = part.split("-", 1)
-            lo, hi = int(lo), int(hi)
+            lo, hi = _cpu(lo), _cpu(hi)
             if hi < lo or hi - lo > 65536:
                 raise ValueError("bad CPU range %r" % part)
             out.extend(range(lo, hi + 1))
         else:
-            out.append(int(part))
+            out.append(_cpu(part))
+        if len(out) > MAX_CPUS:
+            raise ValueError("more than %d CPUs" % MAX_CPUS)
     return out
 
 

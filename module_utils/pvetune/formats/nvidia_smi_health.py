@@ -47,7 +47,8 @@ def _tree(text):
 
 
 def _count(value):
-    return int(value) if value.isdigit() else 0
+    # Like "N/A", anything but a plain ASCII count is 0 (str.isdigit() takes "²", and int() refuses 4301 digits).
+    return int(value) if re.match(r"\A[0-9]{1,18}\Z", value) else 0
 
 
 def parse_health(text):

@@ -27,6 +27,11 @@ def parse_storage_cfg(text):
     """``({storage id: {"type", options...}}, [warning])``; lines it cannot place are warnings, never fatal."""
     out, warnings, current = {}, [], None
     for no, line in enumerate((text or "").splitlines(), 1):
+        if not line:
+            # An empty line ends a section, as in pve-common's SectionConfig parse_config: the options after a
+            # broken header are its own, never the previous section's.
+            current = None
+            continue
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         head = _HEADER.match(line)
@@ -34,7 +39,10 @@ def parse_storage_cfg(text):
             current = out.setdefault(head.group(2), {"type": head.group(1)})
             continue
         opt = _OPTION.match(line)
-        if opt and current is not None:
+        if opt and current is not None and opt.group(1) in current:
+            # SectionConfig keeps the first value ("duplicate attribute"); "type" is the header's.
+            warnings.append("%s:%d: duplicate option %s ignored" % (STORAGE_CFG, no, opt.group(1)))
+        elif opt and current is not None:
             current[opt.group(1)] = opt.group(2) or ""
         else:
             warnings.append("%s:%d: not a section header or an option: %r" % (STORAGE_CFG, no, line[:60]))

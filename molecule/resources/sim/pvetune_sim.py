@@ -37,6 +37,8 @@ are podman tmpfs mounts, empty after every container start, and filled at boot b
   digest      --save FILE [--calls LOG] PATH... | --compare FILE: type, mode, owner, content hash,
               link target and device number of every file under PATH (timestamps are not compared);
               fails on any difference, and on any stand-in call logged meanwhile that is not read-only.
+              The running CTs' kernel files the real-LXC pct binds into the tree (its cgroup files,
+              /proc/<init>/status and root) are recorded as binds of their source, not read.
   ct-open     VMID PATH [--record KEY]: open PATH read-write inside the running LXC CT (lxc-attach)
               and print OPENED or the errno name (ENXIO: the device cgroup allowed it and no driver
               serves the major; EPERM: the device cgroup refused it); --record KEY keeps the result
@@ -548,17 +550,37 @@ def entry_digest(path):
     return info
 
 
+def live_binds():
+    """{tree path: real source} of the running CTs' runtime state the real-LXC pct binds into the tree
+    (tests/standins/lxc/pct, /run/pvetune-lxc/<vmid>/exposed.json): the kernel's live files (cgroup files,
+    /proc/<pid>/status, the CT's root), not host state; the digest names their source and does not read them."""
+    binds = {}
+    for record in glob.glob("/run/pvetune-lxc/*/exposed.json"):
+        try:
+            with open(record) as handle:
+                binds.update((m["target"], m["source"]) for m in json.load(handle).get("mounts", []))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return binds
+
+
 def tree_digest(paths, exclude):
     out = {}
+    binds = live_binds()
     for top in paths:
         if not os.path.lexists(top):
             out[top] = ["absent"]
             continue
         out[top] = entry_digest(top)
         for dirpath, dirnames, filenames in os.walk(top):
-            for name in dirnames + filenames:
+            bound = [d for d in dirnames if os.path.join(dirpath, d) in binds]
+            dirnames[:] = [d for d in dirnames if d not in bound]   # os.walk does not descend into them
+            for name in bound + dirnames + filenames:
                 path = os.path.join(dirpath, name)
                 if path in exclude:
+                    continue
+                if path in binds:
+                    out[path] = ["live bind of", binds[path]]
                     continue
                 try:
                     out[path] = entry_digest(path)

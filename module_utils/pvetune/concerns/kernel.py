@@ -12,6 +12,7 @@ __metaclass__ = type
 
 
 from ansible.module_utils.pvetune.concerns.bootargs import _configured_args, _effective_args, detect_loader
+from ansible.module_utils.pvetune.concerns.pcie import _gpus
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.tables import kernel_issues
@@ -225,7 +226,7 @@ def check_known_issues(facts, policy):
     kern = facts["kernel"]
     cpu = facts.get("cpu") if isinstance(facts.get("cpu"), dict) and not facts["cpu"].get("error") else {}
     gens = sorted({generation_of(f.get("device_id"), f.get("model"))
-                   for f in (facts.get("pci") or {}).get("functions") or () if f.get("is_gpu")} - {None})
+                   for f in _gpus(facts)} - {None})
     driver = ((facts.get("nvidia") or {}).get("version") or {}).get("version")
     rows = kernel_issues.applicable(cpu, gens, driver)
     host = "%s (family 0x%s, model 0x%s), GPUs: %s, NVIDIA driver %s" % (

@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.module_utils.pvetune.concerns.bootargs import _configured_args, _effective_args
+from ansible.module_utils.pvetune.concerns.pcie import _gpus
 from ansible.module_utils.pvetune.concerns.numa_topology import NODE_DIR, facts_nodes, read_nodes, socket_summary
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.formats import sysctl_conf
@@ -81,11 +82,6 @@ def check_numa_balancing(facts, policy):
 
 
 # -- GPU locality ------------------------------------------------------------
-def _gpus(facts):
-    pci = facts.get("pci") or {}
-    return [f for f in pci.get("functions") or () if f.get("is_gpu")]
-
-
 def check_gpu_locality(facts, policy):
     cid = "numa.gpu_locality"
     err = section_error(facts, "numa") or section_error(facts, "pci")

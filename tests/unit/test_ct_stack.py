@@ -22,9 +22,11 @@ from ansible.module_utils.pvetune.tables import kernel_issues, nvidia_generation
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 import demo_cts  # noqa: E402
+from modharness import run_module  # noqa: E402
 DEMO = os.path.join(TOP, "demo", "snapshots")
 REAL = os.path.join(TOP, "tests", "fixtures", "realdata")
 LXC = "etc/pve/nodes/%s/lxc/%s.conf"
+LXC_PATH = "/" + LXC
 
 
 def real(*parts):
@@ -265,6 +267,21 @@ def test_numa_pin_rewrites_only_the_cpuset_line_in_place_then_changes_nothing(tm
     # configured right, effective at the CT's next start
     res = item(audit(root)["lxc.resources"], "CT 104")
     assert res["status"] == "pending" and "until the CT restarts" in res["message"]
+
+
+def test_numa_pin_is_rolled_back_byte_for_byte_and_a_second_rollback_changes_nothing(tmp_path):
+    root = copy_host(tmp_path, "pve-gpu04")
+    conf = root / (LXC % ("pve-gpu04", 104))
+    before = conf.read_bytes()
+    out = run_module("pvetune_lxc_gpu", {"root": str(root), "run_id": "pin-fix", "numa_pin": True})
+    assert out.get("failed") is not True and out["changed"], out
+    assert conf.read_bytes() != before
+    out = run_module("pvetune_rollback", {"root": str(root), "run_id": "pin-rollback"})
+    assert out.get("failed") is not True and LXC_PATH % ("pve-gpu04", 104) in out["restored"], out
+    assert conf.read_bytes() == before
+    assert item(audit(root)["lxc.resources"], "CT 104")["status"] == "fail"   # the wrong node again
+    out = run_module("pvetune_rollback", {"root": str(root), "run_id": "pin-rollback2"})
+    assert out.get("failed") is not True and not out["changed"], out
 
 
 def test_numa_pin_off_leaves_the_cpuset_alone(tmp_path):

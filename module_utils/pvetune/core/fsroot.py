@@ -21,8 +21,20 @@ MAX_SYMLINKS = 40
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def _opener_nofollow(path, flags):
-    return os.open(path, flags | _O_NOFOLLOW)
+_O_READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+_CHUNK = 65536
+
+
+def _read_fd(fd, limit=None):
+    """All bytes of an open descriptor (at most ``limit``): procfs may return a file in several short reads."""
+    chunks, size = [], 0
+    while limit is None or size < limit:
+        chunk = os.read(fd, _CHUNK if limit is None else min(_CHUNK, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 class FsError(Exception):
@@ -181,17 +193,22 @@ class FsRoot:
     # -- reads ------------------------------------------------------------
     def read_bytes(self, host_path, limit=None):
         try:
-            with self._open_read(host_path) as handle:
-                return handle.read() if limit is None else handle.read(limit)
+            fd = self._open_fd(host_path)
+            try:
+                return _read_fd(fd, limit)
+            finally:
+                os.close(fd)
         except (OSError, IOError) as exc:
             raise FsError(host_path, _reason(exc))
 
-    def _open_read(self, host_path):
-        """open(self.path(host_path), "rb"), one lstat cheaper inside a snapshot.
+    def _open_fd(self, host_path):
+        """os.open(self.path(host_path)) for reading, one lstat cheaper inside a snapshot.
 
         The last component is opened with O_NOFOLLOW; only when it is a symlink (ELOOP)
         is it resolved inside the root by path().  The directory part comes from
-        _resolve_dir() as in path(), so it never leaves the root.
+        _resolve_dir() as in path(), so it never leaves the root.  A raw descriptor, not a
+        file object: a 256-CPU host's audit reads ~3500 small files, and the buffered
+        wrapper costs as much as the open itself.
         """
         if not self.live and _O_NOFOLLOW:
             self._check_host_path(host_path)
@@ -203,11 +220,11 @@ class FsRoot:
                 except FsError as exc:
                     raise FsError(host_path, exc.reason)
                 try:
-                    return open(full, "rb", opener=_opener_nofollow)
+                    return os.open(full, _O_READ | _O_NOFOLLOW)
                 except OSError as exc:
                     if exc.errno != errno.ELOOP:
                         raise
-        return open(self.path(host_path), "rb")
+        return os.open(self.path(host_path), _O_READ)
 
     def read_text(self, host_path, limit=None, errors="replace"):
         data = self.read_bytes(host_path, limit)

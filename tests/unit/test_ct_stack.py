@@ -235,6 +235,15 @@ def test_init_pid_is_the_process_whose_nspid_is_pid_and_1(tmp_path):
     assert lxcres.find_init_pid(FsRoot(str(tmp_path)), "/sys/fs/cgroup/lxc/200") == 11700
     write(tmp_path, "proc/11700/status", "Name:\tinit\nPid:\t11700\n")     # no NSpid line: not told
     assert lxcres.find_init_pid(FsRoot(str(tmp_path)), "/sys/fs/cgroup/lxc/200") is None
+    write(tmp_path, "proc/11700/status", "Name:\tinit\nNSpid:\tx\t1\n")    # not this process's own id
+    assert lxcres.find_init_pid(FsRoot(str(tmp_path)), "/sys/fs/cgroup/lxc/200") is None
+
+
+def test_a_version_file_without_its_nvrm_line_is_an_error_naming_it_not_an_unloaded_driver(tmp_path):
+    root = copy_host(tmp_path, "pve-gpu02")
+    write(root, "proc/driver/nvidia/version", "garbage\n")
+    res = audit(root)["nvidia.driver"]
+    assert res["status"] == "error" and "/proc/driver/nvidia/version: no NVRM version line" in res["message"]
 
 
 # -- lxc_numa_pin -------------------------------------------------------------------------------------------------

@@ -91,7 +91,7 @@ def _nspid_is_init(fsroot, pid):
     for line in status.splitlines():
         if line.startswith("NSpid:"):
             ids = line.split()[1:]
-            return len(ids) == 2 and ids[-1] == "1"
+            return ids == [str(pid), "1"]
     return False
 
 

@@ -249,6 +249,9 @@ def check_nvidia_driver(facts, policy):
         return make_result(cid, policy, "skip", "vfio-pci", "all NVIDIA GPUs are bound to vfio-pci (VM passthrough)",
                            evidence=ev)
     version = nv.get("version")
+    if not version and nv.get("driver_loaded"):
+        return make_result(cid, policy, "error", None, "%s: no NVRM version line (unreadable as the driver writes it)"
+                           % VERSION_FILE, evidence=ev)
     if not version:
         return make_result(cid, policy, "fail", "not loaded (GPU drivers: %s)" % ", ".join(drivers),
                            "/proc/driver/nvidia/version is missing: the NVIDIA driver is not loaded", evidence=ev)

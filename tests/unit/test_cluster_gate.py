@@ -5,6 +5,7 @@ with and without a one-vote qdevice (two_node for two nodes without one), from a
 and asks the gate; the model, not the text, says whether the cluster keeps quorum without the node.
 """
 import itertools
+import os
 
 import pytest
 from ansible.module_utils.pvetune.cluster_gate import reboot_decision
@@ -78,12 +79,22 @@ def test_nodes_in_maintenance_or_rebooting_elsewhere_count_as_gone():
     assert reboot_decision(five, leaving_elsewhere=[1, 9])["allowed"]       # itself, and a node not a member
 
 
+def test_a_qdevice_not_voting_for_this_partition_gives_no_vote():
+    text = render(2, 0, True).replace("0x00000000          1            Qdevice",
+                                      "0x00000000          0            Qdevice (votes 1)")
+    quorum = parse_quorumtool(text.replace("Total votes:      3", "Total votes:      2"))
+    assert quorum["qdevice"] == {"votes": 0} and [n["nodeid"] for n in quorum["nodes"]] == [1, 2]
+    assert not reboot_decision(quorum)["allowed"]       # 1 vote would stay, quorum 2
+
+
 def test_standalone_host_may_reboot():
     assert reboot_decision(None)["allowed"]
 
 
 @pytest.mark.parametrize("text, message", [
-    ("", "no 'Quorate', 'Expected votes', 'Total votes', 'Quorum' line"),
+    ("", "no 'Expected votes', 'Total votes', 'Quorum' line"),
+    (render(3, 0, False).replace("Quorate:          Yes\n", "").replace("Flags:", "Flagz:"),
+     "no 'Quorate' line and no"),
     (render(3, 0, False).replace("Quorate:          Yes", "Quorate:          Maybe"), "neither Yes nor No"),
     (render(3, 0, False).replace("Total votes:      3", "Total votes:      three"), "'Total votes' is not a vote"),
     (render(3, 0, False).replace(" (local)", ""), "marks 0 nodes (local)"),
@@ -91,3 +102,21 @@ def test_standalone_host_may_reboot():
 def test_unreadable_output_is_an_error_naming_what(text, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_quorumtool(text)
+
+
+REAL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "realdata", "corosync")
+
+
+def test_real_pvecm_status_four_nodes_one_may_reboot():
+    quorum = parse_quorumtool(open(os.path.join(REAL, "pvecm-status-4node-quorate-pvedocs.txt")).read())
+    assert (quorum["quorate"], quorum["total_votes"], quorum["quorum"], quorum["local"]["nodeid"]) == (True, 4, 3, 2)
+    assert quorum["qdevice"] is None and [n["nodeid"] for n in quorum["nodes"]] == [1, 2, 3, 4]
+    assert reboot_decision(quorum)["allowed"]
+    assert not reboot_decision(quorum, leaving_elsewhere=[1])["allowed"]    # two of four gone: 2 < 3
+
+
+def test_real_pvecm_status_two_nodes_and_a_qdevice():
+    quorum = parse_quorumtool(open(os.path.join(REAL, "pvecm-status-2node-qdevice-excerpt-pvedocs.txt")).read())
+    assert quorum["quorate"] and quorum["qdevice"] == {"votes": 1} and quorum["local"]["name"] == "192.168.22.180"
+    assert [n["qdevice_flags"] for n in quorum["nodes"]] == ["A,V,NMW", "A,V,NMW"]
+    assert reboot_decision(quorum)["allowed"] and not reboot_decision(quorum, leaving_elsewhere=[2])["allowed"]

@@ -14,7 +14,9 @@ The sections, as corosync's tools/corosync-quorumtool.c prints them::
                                             Flags:            Quorate Qdevice
 
 With a qdevice the membership table has a "Qdevice" column (per-node flags such as ``A,V,NMW``) and a row with
-node id 0 named "Qdevice".  Anything the decision needs that is missing or unreadable is a ValueError naming it.
+node id 0: "Qdevice" with its votes while it votes for this partition, "Qdevice (votes N)" with 0 votes when not
+(corosync's tools/corosync-quorumtool.c).  Anything the decision needs that is missing or unreadable is a
+ValueError naming it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,7 +28,7 @@ import re
 _FIELD = re.compile(r"^([A-Za-z][A-Za-z ]*?):\s*(.*?)\s*$")
 _NODE = re.compile(r"^\s*(0x[0-9A-Fa-f]{1,8}|[0-9]{1,10})\s+([0-9]{1,5})\s+(?:([A-Z,]+|NR)\s+)?(\S.*?)\s*$")
 _INT = re.compile(r"\A[0-9]{1,5}\Z")
-NEEDED = ("Quorate", "Expected votes", "Total votes", "Quorum")
+NEEDED = ("Expected votes", "Total votes", "Quorum")
 
 
 def _int(fields, key):
@@ -59,14 +61,19 @@ def parse_quorumtool(text):
     missing = [key for key in NEEDED if key not in fields]
     if missing:
         raise ValueError("no %s line (not corosync-quorumtool -s output?)" % ", ".join(repr(k) for k in missing))
-    if fields["Quorate"] not in ("Yes", "No"):
-        raise ValueError("'Quorate' is neither Yes nor No: %r" % fields["Quorate"][:40])
-    out = {"quorate": fields["Quorate"] == "Yes", "expected_votes": _int(fields, "Expected votes"),
+    if "Quorate" not in fields and "Flags" not in fields:
+        raise ValueError("no 'Quorate' line and no 'Flags' line (not corosync-quorumtool -s output?)")
+    # "Quorate:" (Quorum information) and the "Quorate" flag say the same; an excerpt may have only the flags.
+    quorate = fields.get("Quorate", "Yes" if "Quorate" in fields["Flags"].split() else "No")
+    if quorate not in ("Yes", "No"):
+        raise ValueError("'Quorate' is neither Yes nor No: %r" % quorate[:40])
+    out = {"quorate": quorate == "Yes", "expected_votes": _int(fields, "Expected votes"),
            "highest_expected": _int(fields, "Highest expected") if "Highest expected" in fields else None,
            "total_votes": _int(fields, "Total votes"), "quorum": _int(fields, "Quorum"),
            "activity_blocked": "Activity blocked" in fields["Quorum"],
            "flags": fields.get("Flags", "").split()}
-    qdevice = [n for n in nodes if n["nodeid"] == 0 and n["name"] == "Qdevice"]
+    # Node id 0 is the qdevice ("Qdevice (votes N)" with 0 votes while it votes for another partition).
+    qdevice = [n for n in nodes if n["nodeid"] == 0]
     out["qdevice"] = {"votes": qdevice[0]["votes"]} if qdevice else None
     out["nodes"] = [n for n in nodes if n not in qdevice]
     local = [n for n in out["nodes"] if n["local"]]

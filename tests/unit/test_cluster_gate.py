@@ -12,7 +12,7 @@ from ansible.module_utils.pvetune.cluster_gate import reboot_decision
 from ansible.module_utils.pvetune.formats.corosync_quorum import parse_quorumtool
 
 
-def votequorum(nodes, down, qdevice):
+def votequorum(nodes, qdevice):
     """(expected votes, quorum) as votequorum computes them for one-vote nodes and a one-vote qdevice."""
     expected = nodes + (1 if qdevice else 0)
     two_node = nodes == 2 and not qdevice
@@ -21,7 +21,7 @@ def votequorum(nodes, down, qdevice):
 
 def render(nodes, down, qdevice, local=1):
     """corosync-quorumtool -s of node ``local`` while nodes ``nodes-down+1..nodes`` are down."""
-    expected, quorum = votequorum(nodes, down, qdevice)
+    expected, quorum = votequorum(nodes, qdevice)
     up = [i for i in range(1, nodes + 1) if i <= nodes - down]
     total = len(up) + (1 if qdevice else 0)
     quorate = total >= quorum
@@ -48,7 +48,7 @@ CASES = [(n, d, q) for n, d, q in itertools.product(range(1, 8), range(4), (Fals
 
 @pytest.mark.parametrize("nodes, down, qdevice", CASES)
 def test_the_gate_never_lets_a_reboot_break_quorum(nodes, down, qdevice):
-    _expected, quorum = votequorum(nodes, down, qdevice)
+    _expected, quorum = votequorum(nodes, qdevice)
     now = (nodes - down) + qdevice
     after = (nodes - down - 1) + qdevice
     decision = reboot_decision(parse_quorumtool(render(nodes, down, qdevice)))

@@ -15,12 +15,10 @@ from jinja2 import meta
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLE = os.path.join(TOP, "roles", "pvetune_rollout")
 TASKS = os.path.join(ROLE, "tasks")
-# What Ansible itself provides (magic variables, lookups and the loop variable), and the inventory/extra vars a
-# task reads only through default() or a defined test; the latter are listed with the file that reads them.
+# What Ansible itself provides besides the ansible_* variables (magic variables, lookups, the loop variable). An
+# inventory or extra var a task reads only behind default() or an "is defined" test is allowed where it is read.
 ANSIBLE_NAMES = {"inventory_hostname", "hostvars", "playbook_dir", "groups", "group_names", "item", "omit",
-                 "lookup", "query", "q", "now", "range", "dict", "ansible_play_hosts", "ansible_play_batch",
-                 "ansible_run_tags", "ansible_check_mode", "ansible_diff_mode", "ansible_failed_task",
-                 "ansible_failed_result", "ansible_date_time", "ansible_host", "ansible_loop", "true", "false"}
+                 "lookup", "query", "q", "now", "range", "dict"}
 
 
 class _Any(dict):

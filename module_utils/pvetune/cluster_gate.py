@@ -46,3 +46,60 @@ def reboot_decision(quorum, leaving_elsewhere=()):
                                                                  local["votes"], counted, quorum["quorum"])))
     return dict(out, allowed=True, reason="%d votes stay (%d now, %d of its own%s), quorum %d" % (
         after, quorum["total_votes"], local["votes"], counted, quorum["quorum"]))
+
+
+def node_ids(conf, names):
+    """Node ids of the corosync.conf node list for ``names``; names of other clusters count nothing."""
+    by_name = {n["name"]: n["nodeid"] for n in conf["nodes"]}
+    return sorted(by_name[n] for n in set(names) if n in by_name)
+
+
+def local_node(conf, quorum, path):
+    """This node's corosync.conf entry: the one whose node id corosync-quorumtool marks (local)."""
+    for node in conf["nodes"]:
+        if node["nodeid"] == quorum["local"]["nodeid"]:
+            return node
+    raise ValueError("%s has no node with the local node id %d that corosync-quorumtool reports"
+                     % (path, quorum["local"]["nodeid"]))
+
+
+def gate_decision(cluster, running_guests="refuse"):
+    """May this node reboot now?  ``cluster`` is what cluster_steps.read_cluster() gathered:
+
+    ``conf`` (corosync.conf or None), ``quorum`` (corosync-quorumtool -s or None), ``node`` (this node's name),
+    ``leaving`` (other nodes of the rollout that may reboot at the same time), ``ha`` (ha-manager status or None),
+    ``ceph`` ({"osds", "ok_to_stop", "why", "health"} or None), ``guests`` (running guests pvetune does not manage).
+    Returns {"allowed", "refusals" [why not], "quorum" (reboot_decision), "counted_gone" [names], "plan" [steps]}.
+    """
+    conf, quorum, ha = cluster.get("conf"), cluster.get("quorum"), cluster.get("ha")
+    refusals, plan = [], []
+    maintenance = ha_in_maintenance(ha, cluster["node"])
+    gone = sorted(set(maintenance) | (set(cluster.get("leaving") or ()) - {cluster["node"]}))
+    decision = reboot_decision(quorum, node_ids(conf, gone) if conf else ())
+    if not decision["allowed"]:
+        refusals.append(decision["reason"])
+    if ha is not None and ha["services"]:
+        plan.append("ha-maintenance")
+    ceph = cluster.get("ceph")
+    if ceph is not None:
+        if ceph["health"] == "HEALTH_ERR":
+            refusals.append("Ceph is HEALTH_ERR: fix the Ceph cluster before a node of it reboots")
+        if ceph["osds"] and not ceph["ok_to_stop"]:
+            refusals.append("ceph osd ok-to-stop %s says no: %s" % (" ".join(str(i) for i in ceph["osds"]),
+                                                                    ceph["why"]))
+        if ceph["osds"]:
+            plan.append("ceph-noout")
+    guests = cluster.get("guests") or []
+    if guests and running_guests == "refuse":
+        refusals.append("guests pvetune does not manage run on %s: %s; stop or migrate them, or set "
+                        "pvetune_running_guests: stop to let the reboot shut them down"
+                        % (cluster["node"], ", ".join("%s %d (%s)" % (g["kind"], g["vmid"], g["name"])
+                                                      for g in guests)))
+    return {"allowed": not refusals, "refusals": refusals, "quorum": decision, "counted_gone": gone, "plan": plan}
+
+
+def ha_in_maintenance(ha, node):
+    """Other nodes whose LRM is in maintenance mode (they may be away at any moment)."""
+    if ha is None:
+        return []
+    return sorted(n for n, status in ha["lrm"].items() if status == "maintenance mode" and n != node)

@@ -1,0 +1,194 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: pvetune_cluster_gate
+short_description: Decide whether a Proxmox VE node may reboot, and prepare and release it around the reboot
+description:
+  - O(state=check) reads the cluster the way Proxmox does and says whether this node may reboot now. The cluster
+    must stay quorate without this node, counting the nodes already down (not in C(corosync-quorumtool -s)),
+    the nodes whose HA LRM is in maintenance mode and the other nodes of O(leaving). Ceph must not be
+    C(HEALTH_ERR) and C(ceph osd ok-to-stop) must agree for the node's OSDs. With O(running_guests=refuse),
+    no guest may run other than the GPU CTs pvetune manages. A host without corosync.conf is standalone and passes
+    the quorum rule.
+  - O(state=enter) decides the same way and fails with the reasons when the reboot is refused. When it is
+    allowed, it puts the node into HA maintenance and waits until no HA service runs there, and it sets noout for
+    the node's OSDs. What it did is recorded in C(/var/lib/pvetune/cluster-gate.json) so that the later states undo
+    exactly that.
+  - O(state=rejoin), after the reboot, waits until the node is a quorate member again and pmxcfs serves a
+    writable C(/etc/pve). It then waits until the node's OSDs are up, clears noout and waits until every PG is
+    active+clean.
+  - O(state=release), after the post-reboot gates, leaves HA maintenance and removes the record.
+version_added: "0.1.0"
+author:
+  - pvetune contributors (@pvetune)
+options:
+  state:
+    description: Which step to run.
+    type: str
+    choices: [check, enter, rejoin, release]
+    default: check
+  leaving:
+    description:
+      - Corosync names of other nodes that may be down at the same time (the other reboots of the same rollout
+        batch). They are counted as gone. Names of nodes in another cluster count nothing.
+    type: list
+    elements: str
+    default: []
+  ctids:
+    description: The GPU CTs pvetune manages, which the reboot may stop. V([]) means every CT whose config passes
+      NVIDIA devices.
+    type: list
+    elements: int
+    default: []
+  running_guests:
+    description:
+      - V(refuse) refuses the reboot while any other guest (CT or VM) runs on the node.
+      - V(stop) lets the reboot stop them in Proxmox's shutdown order (C(pve-guests.service)).
+    type: str
+    choices: [refuse, stop]
+    default: refuse
+  timeout:
+    description: Seconds each wait (HA services, quorum, pmxcfs, OSDs, PGs) may take before the task fails.
+    type: int
+    default: 900
+  poll:
+    description: Seconds between two looks during a wait.
+    type: int
+    default: 5
+notes:
+  - Commands run without a shell. With a root other than C(/) they come only from the stand-ins in
+    C(<root>/.pvetune/bin/).
+  - C(ha-manager crm-command node-maintenance) needs pve-ha-manager 3.6.0 or later (Proxmox VE 7.3). C(ceph osd
+    add-noout) falls back to the global noout flag on releases without it.
+attributes:
+  check_mode:
+    support: full
+    details:
+      - O(state=check) and O(state=enter) read and decide; O(state=enter) reports the steps it would take and does
+        not fail on a refusal, so the plan of every host is shown. O(state=rejoin) and O(state=release) do nothing
+        (no reboot happened).
+  diff_mode:
+    support: none
+    details: The decision and RV(actions) say what happens; nothing here is a file diff.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - pvetune
+  - pvetune.run_id
+  - pvetune.pve_host
+"""
+
+EXAMPLES = r"""
+- name: May this node reboot? (read-only)
+  pvetune_cluster_gate:
+    state: check
+  register: gate
+
+- name: Prepare the reboot (fails with the reasons when it would break quorum)
+  pvetune_cluster_gate:
+    state: enter
+    run_id: "{{ pvetune_run_id }}"
+    running_guests: refuse
+
+- name: After the reboot, wait for quorum, pmxcfs and Ceph
+  pvetune_cluster_gate:
+    state: rejoin
+    run_id: "{{ pvetune_run_id }}"
+"""
+
+RETURN = r"""
+cluster:
+  description: The decision (O(state=check) and O(state=enter)).
+  returned: when state is check or enter
+  type: dict
+  contains:
+    standalone:
+      description: No corosync.conf.
+      type: bool
+    cluster_name:
+      description: C(totem.cluster_name) of corosync.conf.
+      type: str
+    node:
+      description: Corosync's name for this node.
+      type: str
+    allowed:
+      description: Whether the node may reboot now.
+      type: bool
+    refusals:
+      description: Why not, one entry per reason.
+      type: list
+      elements: str
+    quorum:
+      description: The quorum arithmetic (votes_after, quorum, reason).
+      type: dict
+    counted_gone:
+      description: Other nodes counted as gone (HA maintenance, O(leaving)).
+      type: list
+      elements: str
+    plan:
+      description: Steps O(state=enter) takes (ha-maintenance, ceph-noout).
+      type: list
+      elements: str
+    guests:
+      description: Running guests other than the GPU CTs pvetune manages.
+      type: list
+      elements: dict
+    ceph:
+      description: The node's OSDs, ok-to-stop and Ceph health, or null without Ceph.
+      type: dict
+    ha_services_on_node:
+      description: HA services that run on this node now.
+      type: list
+      elements: dict
+actions:
+  description: What this call did (or, in check mode, would do), in order.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.pvetune.cluster_steps import STATES, Waiter, run_gate
+from ansible.module_utils.pvetune.core.changeset import validate_run_id
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
+from ansible.module_utils.pvetune.core.runner import Runner
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            root=dict(type="path", default="/"),
+            run_id=dict(type="str"),
+            state=dict(type="str", default="check", choices=list(STATES)),
+            leaving=dict(type="list", elements="str", default=[]),
+            ctids=dict(type="list", elements="int", default=[]),
+            running_guests=dict(type="str", default="refuse", choices=["refuse", "stop"]),
+            timeout=dict(type="int", default=900),
+            poll=dict(type="int", default=5),
+        ),
+        required_if=[("state", "enter", ["run_id"])],
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        if p["run_id"] is not None:
+            validate_run_id(p["run_id"])
+        fsroot = FsRoot(p["root"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    failed, result = run_gate(fsroot, Runner(fsroot, module.run_command), p, module.check_mode,
+                              Waiter(p["timeout"], p["poll"]))
+    if failed:
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The ``ceph ... --format json`` outputs the cluster gate reads, as data.
+
+* ``ceph osd ls-tree --format json <host>``: the ids of the OSDs under that CRUSH host, ``[0, 1, 2]``;
+* ``ceph osd dump --format json``: ``{"flags": "noout,sortbitwise,...", "osds": [{"osd": 0, "up": 1, "in": 1}]}``;
+* ``ceph status --format json``: ``{"health": {"status": "HEALTH_OK"}, "pgmap": {"num_pgs": 129,
+  "pgs_by_state": [{"state_name": "active+clean", "count": 129}]}}`` (the keys Luminous and later print).
+
+Every parser raises ValueError naming the command for output it cannot read.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+
+def _load(text, command):
+    try:
+        return json.loads(text or "")
+    except ValueError:
+        raise ValueError("%s printed no JSON: %r" % (command, (text or "")[:80]))
+
+
+def parse_ls_tree(text):
+    data = _load(text, "ceph osd ls-tree")
+    if not isinstance(data, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in data):
+        raise ValueError("ceph osd ls-tree: not a list of OSD ids: %r" % (text or "")[:80])
+    return sorted(data)
+
+
+def parse_osd_dump(text):
+    """{"flags": [...], "up": {id: bool}}."""
+    data = _load(text, "ceph osd dump")
+    try:
+        flags = [f for f in str(data.get("flags", "")).split(",") if f]
+        up = {int(o["osd"]): bool(o["up"]) for o in data["osds"]}
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise ValueError("ceph osd dump: no 'osds' list of {osd, up}")
+    return {"flags": flags, "up": up}
+
+
+def parse_status(text):
+    """{"health": "HEALTH_OK" | ..., "num_pgs", "clean_pgs", "states" {state: count}}."""
+    data = _load(text, "ceph status")
+    try:
+        health = data["health"]["status"]
+        pgmap = data["pgmap"]
+        states = {s["state_name"]: int(s["count"]) for s in pgmap.get("pgs_by_state", [])}
+        num_pgs = int(pgmap["num_pgs"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise ValueError("ceph status: no health.status or pgmap.num_pgs/pgs_by_state")
+    return {"health": health, "num_pgs": num_pgs, "clean_pgs": states.get("active+clean", 0), "states": states}
+
+
+def all_clean(status):
+    return status["clean_pgs"] == status["num_pgs"]

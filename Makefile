@@ -13,7 +13,7 @@ export ANSIBLE_CONFIG := $(TOP)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 PYTEST := $(VENV)/bin/python -m pytest
 
-.PHONY: setup setup-containers setup-lab audit test lint unit integration sanity molecule lab-test \
+.PHONY: setup setup-containers setup-lab audit test lint unit integration cluster-test sanity molecule lab-test \
         bench fix-demo demo-check docs clean
 
 setup:
@@ -44,6 +44,9 @@ unit: setup
 	$(PYTEST) -q tests/unit
 integration: setup
 	$(PYTEST) -q tests/integration
+## A real 3-node corosync cluster (and 2 nodes + qnetd) in podman containers for the cluster gate (tests/cluster).
+cluster-test: setup-containers
+	$(PYTEST) -q -p no:cacheprovider tests/cluster
 sanity: setup
 	scripts/ansible_test_sanity.sh
 molecule: setup-containers

@@ -52,6 +52,11 @@ else COMPRESS=(gzip -1); EXT=tar.gz; fi
 #   lxc                        lxc-* tools for the LXC scenario (Proxmox hosts have lxc-pve); its
 #                              services are masked below so systemd boots clean without CAP_NET_ADMIN;
 #                              /usr/local/sbin/pvetune-lxchost-init (below) is that scenario's entrypoint
+#   corosync, corosync-qdevice, corosync-qnetd   the real votequorum for tests/cluster (a corosync cluster
+#                              in containers, 2 nodes + a qnetd arbiter for the qdevice case); the
+#                              services are masked below and the package's sample corosync.conf is
+#                              removed, so every container is a standalone host (as on Proxmox VE before
+#                              `pvecm create`) until tests/cluster/corosync_lab.py writes one and unmasks them
 PACKAGES=(
   python3 python3-apt
   systemd systemd-sysv dbus
@@ -59,15 +64,20 @@ PACKAGES=(
   iproute2 sudo
   dpkg-dev
   lxc
+  corosync corosync-qdevice corosync-qnetd
 )
-# Units that cannot work in an unprivileged container and would leave systemd "degraded".
-MASK_UNITS=(lxc.service lxc-net.service lxc-monitord.service)
+# Units that cannot work in an unprivileged container and would leave systemd "degraded", and the cluster
+# services, which only tests/cluster starts (after writing the corosync.conf they need).
+MASK_UNITS=(lxc.service lxc-net.service lxc-monitord.service
+            corosync.service corosync-qdevice.service corosync-qnetd.service)
 
 customize_rootfs() {  # $1 = rootfs directory, $2 = release
   local root="$1" rel="$2" unit
   for unit in "${MASK_UNITS[@]}"; do
     ln -sfn /dev/null "$root/etc/systemd/system/$unit"
   done
+  # No cluster until a test makes one (Debian ships a one-node sample; Proxmox VE has none before pvecm create).
+  rm -f "$root/etc/corosync/corosync.conf"
   # One mirror line; later tests replace it with a local file: repository when offline.
   printf 'deb %s %s main\n' "$MIRROR" "$rel" > "$root/etc/apt/sources.list"
   # Don't pull recommends into test containers (keeps offline installs predictable).

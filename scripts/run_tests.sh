@@ -20,7 +20,7 @@ if [[ -d /dev/shm && -w /dev/shm ]]; then
   mkdir -p "$TMPDIR"
 fi
 
-ALL_PHASES="static lint unit integration hardening sanity molecule lab"
+ALL_PHASES="static lint unit integration cluster hardening sanity molecule lab"
 PHASES="${PVETUNE_TEST_PHASES:-$ALL_PHASES}"
 mkdir -p tests/output
 timings=tests/output/timings.txt
@@ -28,8 +28,8 @@ timings=tests/output/timings.txt
 failed=()
 
 # Builds only the late phases need start at once, in the background and niced: the podman images
-# (hardening, molecule) and the lab's patched QEMU and guest image. On a fresh machine their downloads and
-# compile then overlap the early phases instead of adding ~10 minutes after them. A phase that needs one
+# (cluster, hardening, molecule) and the lab's patched QEMU and guest image. On a fresh machine their downloads
+# and compile then overlap the early phases instead of adding ~10 minutes after them. A phase that needs one
 # joins it first; if it failed, the phase's own build step runs again and reports the error.
 declare -A PREBUILD_PID PREBUILD_T0
 prebuild() {        # prebuild NAME CMD...
@@ -58,7 +58,7 @@ stop_prebuilds() {
 trap 'stop_prebuilds; [[ -n "${TMPDIR:-}" && "$TMPDIR" == /dev/shm/pvetune-tests-* ]] && rm -rf "$TMPDIR"' EXIT
 wants() { [[ " $PHASES " == *" $1 "* ]]; }
 if [[ $(id -u) -eq 0 && "${PVETUNE_PREBUILD:-1}" != 0 ]]; then
-  if wants hardening || wants molecule; then prebuild images scripts/build_images.sh; fi
+  if wants cluster || wants hardening || wants molecule; then prebuild images scripts/build_images.sh; fi
   if wants lab; then prebuild lab bash -c 'tests/lab/lab.sh deps && tests/lab/lab.sh build'; fi
 fi
 
@@ -66,6 +66,10 @@ phase_static()      { "$PY" scripts/demo_fleet.py --check && "$PY" scripts/gen_d
 phase_lint()        { ruff check . && ansible-lint --offline -q; }
 phase_unit()        { "$PY" -m pytest -q -p no:cacheprovider --durations=8 --basetemp="${TMPDIR:-/tmp}/unit" tests/unit; }
 phase_integration() { "$PY" -m pytest -q -p no:cacheprovider --durations=8 --basetemp="${TMPDIR:-/tmp}/integration" tests/integration; }
+# A real corosync cluster in podman containers (tests/cluster/corosync_lab.py): three nodes, and two with a qnetd
+# arbiter, answer corosync-quorumtool -s for the cluster gate. Needs podman and the bookworm image (built if missing).
+phase_cluster()     { join_prebuild images
+                      "$PY" -m pytest -q -p no:cacheprovider --durations=8 --basetemp="${TMPDIR:-/tmp}/cluster" tests/cluster; }
 # Malformed-input corpus, faults, the pmxcfs FUSE test filesystem, injection, locking, check-mode purity
 # (tests/hardening). Needs fuse3 and podman (bootstrap.sh containers) and builds the bookworm image if missing.
 phase_hardening()   { join_prebuild images

@@ -18,11 +18,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-def reboot_decision(quorum, leaving_elsewhere=()):
+def reboot_decision(quorum, leaving_elsewhere=(), name=None):
     """{"allowed", "reason", "votes_after", "quorum"} for rebooting the local node of ``quorum``.
 
     ``leaving_elsewhere``: node ids of the other members to count as gone (HA maintenance, the rollout's other
-    reboots); ids not in the membership are already out of ``Total votes`` and count nothing.
+    reboots); ids not in the membership are already out of ``Total votes`` and count nothing.  ``name``: the node's
+    corosync name for the reason (corosync-quorumtool and pvecm print its address).
     """
     if quorum is None:
         return {"allowed": True, "reason": "standalone host (no corosync.conf): no quorum to keep",
@@ -42,7 +43,7 @@ def reboot_decision(quorum, leaving_elsewhere=()):
     if after < quorum["quorum"]:
         return dict(out, allowed=False, reason=(
             "rebooting %s would leave %d votes (%d now, %d of its own%s), below the quorum of %d: /etc/pve would "
-            "turn read-only on every node and HA would fence" % (local["name"], after, quorum["total_votes"],
+            "turn read-only on every node and HA would fence" % (name or local["name"], after, quorum["total_votes"],
                                                                  local["votes"], counted, quorum["quorum"])))
     return dict(out, allowed=True, reason="%d votes stay (%d now, %d of its own%s), quorum %d" % (
         after, quorum["total_votes"], local["votes"], counted, quorum["quorum"]))
@@ -75,7 +76,7 @@ def gate_decision(cluster, running_guests="refuse"):
     refusals, plan = [], []
     maintenance = ha_in_maintenance(ha, cluster["node"])
     gone = sorted(set(maintenance) | (set(cluster.get("leaving") or ()) - {cluster["node"]}))
-    decision = reboot_decision(quorum, node_ids(conf, gone) if conf else ())
+    decision = reboot_decision(quorum, node_ids(conf, gone) if conf else (), cluster["node"])
     if not decision["allowed"]:
         refusals.append(decision["reason"])
     if ha is not None and ha["services"]:

@@ -278,8 +278,8 @@ def rejoin(fsroot, runner, waiter):
     if not ids:
         raise GateError("%s names node %s, which %s does not list" % (STATE_FILE, node, path))
     node_id = ids[0]
-    actions.append("in the quorum again: " + waiter.until(lambda: _member_now(runner, node_id),
-                                                        "%s to be a quorate member" % node))
+    back = waiter.until(lambda: _member_now(runner, node_id), "%s to be a quorate member" % node)
+    actions.append("in the quorum again: " + back)
     actions.append(waiter.until(lambda: _pmxcfs_ready(fsroot, node), "pmxcfs to serve a writable /etc/pve"))
     if state.get("noout"):
         osds = state["osds"]

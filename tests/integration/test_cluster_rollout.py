@@ -1,0 +1,159 @@
+"""fix.yml on a simulated three-node Proxmox cluster (scratch copies of pve-gpu01, 04 and 05 joined by
+tests/clustertrees.py; tests/standins/cluster-sim answers corosync-quorumtool, ha-manager, ceph and qm from one
+shared state).
+
+The command-line fix needs a reboot, so with pvetune_reboot_ok every host passes the cluster gate: decide, HA
+maintenance and noout, (a tree never reboots), rejoin, the GPU gates, leave maintenance.  Cases: a node already
+down stops the rollout at the first host with the reason; --check prints the decision and changes nothing in the
+cluster; HA services move away and come back under maintenance, Ceph noout is set and cleared with a wait for
+active+clean; a running guest under refuse; and hosts needing no reboot fixed in batches against one at a time.
+"""
+import json
+import os
+import time
+
+import pytest
+from clustertrees import make_cluster
+from conftest import run_playbook
+from scratch_host import make_scratch
+
+HOSTS = ["pve-gpu01", "pve-gpu04", "pve-gpu05"]   # the demo hosts whose command-line fix needs a reboot
+ROLLING = "Fix GPU hosts, one at a time (pvetune_serial)"
+GATE_TASK = "Cluster gate - decide, then HA maintenance and Ceph noout (a refusal stops the rollout with the reason)"
+
+
+def inventory(tmp_path, roots, extra=""):
+    lines = ["all:", "  children:", "    gpu_hosts:", "      vars:", "        ansible_connection: local",
+             "        ansible_become: false", "        ansible_python_interpreter: '{{ ansible_playbook_python }}'",
+             "      hosts:"]
+    for host, root in roots.items():
+        lines += ["        %s:" % host, "          pvetune_root: %s" % root]
+    path = tmp_path / "inventory.yml"
+    path.write_text("\n".join(lines) + "\n" + extra)
+    return str(path)
+
+
+def play(tmp_path, step, inv, cmdline="--tags cmdline", **extravars):
+    (tmp_path / step).mkdir()
+    extravars.setdefault("pvetune_report_dir", str(tmp_path / "reports"))
+    extravars.setdefault("pvetune_run_id_override", step)
+    return run_playbook(tmp_path / step, "fix.yml", inventory=inv, cmdline=cmdline, extravars=extravars)
+
+
+def record(tmp_path, step, host):
+    with open(os.path.join(str(tmp_path / "reports"), "fix-%s" % step, "%s.json" % host)) as handle:
+        return json.load(handle)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    roots = {h: make_scratch(h, str(tmp_path / h)) for h in HOSTS}
+    return make_cluster(tmp_path / "cluster", HOSTS, trees=roots, ha_services=[("vm:300", "pve-gpu01")],
+                        osds={h: [2 * i, 2 * i + 1] for i, h in enumerate(HOSTS)})
+
+
+def test_a_node_down_refuses_the_next_reboot_and_stops_the_rollout(tmp_path, cluster):
+    cluster.set_up(HOSTS[2], False)
+    inv = inventory(tmp_path, {h: cluster.trees[h] for h in HOSTS[:2]})
+    run = play(tmp_path, "down", inv, pvetune_reboot_ok=True)
+    assert run.rc != 0
+    assert "Rollout stopped at pve-gpu01: task '%s' failed" % GATE_TASK in run.stdout, run.stdout[-3000:]
+    rec = record(tmp_path, "down", "pve-gpu01")
+    assert rec["result"] == "failed" and rec["failure"]["task"] == GATE_TASK
+    assert "rebooting pve-gpu01 would leave 1 votes" in rec["failure"]["message"], rec["failure"]
+    assert "below the quorum of 2" in rec["failure"]["message"]
+    assert not os.path.exists(os.path.join(str(tmp_path / "reports"), "fix-down", "pve-gpu04.json"))
+    assert not any(e["event_data"].get("host") == "pve-gpu04" for e in run.events
+                   if e.get("event", "").startswith("runner_on") and e["event_data"].get("play") == ROLLING), \
+        "the rolling play never reached pve-gpu04"
+    assert cluster.calls("pve-gpu04") == [], "nothing ran on pve-gpu04"
+    state = cluster.state()
+    assert state["ha"]["maintenance"] == [] and not any(o["noout"] for o in state["ceph"]["osds"])
+
+
+def test_check_mode_prints_the_decision_and_changes_nothing_in_the_cluster(tmp_path, cluster):
+    before = cluster.state()
+    inv = inventory(tmp_path, cluster.trees)
+    run = play(tmp_path, "check", inv, cmdline="--tags cmdline --check --diff", pvetune_reboot_ok=True)
+    assert run.rc == 0, run.stdout[-3000:]
+    msgs = {r["host"]: r["res"]["msg"] for r in run.results(task_name="Cluster decision")}
+    assert sorted(msgs) == HOSTS, msgs
+    assert msgs["pve-gpu01"].startswith("pve-gpu01: would reboot: pve-gpu01 may reboot: 2 votes stay"), msgs
+    assert "then would: ha-maintenance, would: ceph-noout" in msgs["pve-gpu01"]
+    assert cluster.state() == before
+    for host in HOSTS:
+        changing = [c for c in cluster.calls(host) if c[:2] in (["ha-manager", "crm-command"],)
+                    or c[:3] in (["ceph", "osd", "add-noout"], ["ceph", "osd", "rm-noout"])]
+        assert changing == [], (host, changing)
+        rec = record(tmp_path, "check", host)
+        assert rec["record_kind"] == "plan" and rec["reboot_needed"] and rec["cluster"]["allowed"]
+
+
+def test_ha_and_ceph_around_each_reboot(tmp_path, cluster):
+    state = cluster.state()
+    state["ceph"]["unclean_after_rm_noout"] = 2
+    cluster.write(state)
+    inv = inventory(tmp_path, cluster.trees)
+    # With the LXC fix and CT restarts, so that the GPU gates pass (pve-gpu01's CT 101 has a stale uvm line).
+    run = play(tmp_path, "ha", inv, cmdline="--tags cmdline,lxc", pvetune_reboot_ok=True, pvetune_restart_cts=True,
+               pvetune_cluster_timeout=30)
+    assert run.rc == 0, run.stdout[-3000:]
+    for host in HOSTS:
+        calls = [c for c in cluster.calls(host) if c[0] in ("ha-manager", "ceph") and c[1:2] != ["status"]
+                 and c[1:3] not in (["osd", "ls-tree"], ["osd", "dump"], ["osd", "ok-to-stop"])]
+        osds = {h: ["osd.%d" % (2 * i), "osd.%d" % (2 * i + 1)] for i, h in enumerate(HOSTS)}
+        assert calls == [["ha-manager", "crm-command", "node-maintenance", "enable", host],
+                         ["ceph", "osd", "add-noout"] + osds[host],
+                         ["ceph", "osd", "rm-noout"] + osds[host],
+                         ["ha-manager", "crm-command", "node-maintenance", "disable", host]], (host, calls)
+        rec = record(tmp_path, "ha", host)
+        assert rec["result"] == "pending-reboot" and rec["cluster"]["allowed"], rec
+        assert "128 of 128 PGs active+clean (active+clean 128)" in rec["cluster_actions"]
+    final = cluster.state()
+    assert final["ha"]["maintenance"] == [] and not any(o["noout"] for o in final["ceph"]["osds"])
+    # vm:300 left pve-gpu01 before its (simulated) reboot, then pve-gpu04 (where HA had moved it) before its own.
+    assert [(s["sid"], s["state"]) for s in final["ha"]["services"]] == [("vm:300", "started")]
+    for host in HOSTS[:2]:
+        assert "HA services moved away: lrm %s: maintenance mode; still on it: none" % host in record(
+            tmp_path, "ha", host)["cluster_actions"]
+    # One host at a time: each host's maintenance ended before the next one's began.
+    order = [(e["event_data"]["host"], e["event_data"]["task"]) for e in run.events
+             if e.get("event") == "runner_on_ok" and e["event_data"].get("task", "").startswith("Cluster gate - ")]
+    hosts_in_order = [h for h, _ in order]
+    assert hosts_in_order == sorted(hosts_in_order), order
+
+
+def test_running_guest_under_refuse(tmp_path, cluster):
+    state = cluster.state()
+    state["vms"] = {"400": {"name": "db", "status": "running"}}
+    cluster.write(state)
+    inv = inventory(tmp_path, {"pve-gpu01": cluster.trees["pve-gpu01"]})
+    run = play(tmp_path, "guest", inv, pvetune_reboot_ok=True)
+    assert run.rc != 0
+    message = record(tmp_path, "guest", "pve-gpu01")["failure"]["message"]
+    assert "guests pvetune does not manage run on pve-gpu01: vm 400 (db)" in message, message
+    assert "ct 101" not in message, "CT 101 is the GPU CT pvetune manages"
+    again = play(tmp_path, "guest-stop", inv, cmdline="--tags cmdline,lxc", pvetune_reboot_ok=True,
+                 pvetune_restart_cts=True, pvetune_running_guests="stop")
+    assert again.rc == 0, again.stdout[-3000:]
+
+
+def test_hosts_needing_no_reboot_in_batches_of_four(tmp_path):
+    """12 copies of pve-gpu02 (nothing there needs a reboot), --tags sysctl: serial 1 against pvetune_batch 4, each
+    run on its own 12 fresh trees."""
+    timings = {}
+    for step, extra in (("serial", {}), ("batch", {"pvetune_batch": 4})):
+        base = tmp_path / ("trees-" + step)
+        roots = {"gpu%02d" % i: make_scratch("pve-gpu02", str(base / ("gpu%02d" % i))) for i in range(1, 13)}
+        base.joinpath("inv").mkdir()
+        inv = inventory(base / "inv", roots)
+        start = time.monotonic()
+        run = play(tmp_path, step, inv, cmdline="--tags sysctl", **extra)
+        timings[step] = time.monotonic() - start
+        assert run.rc == 0, run.stdout[-3000:]
+        plays = [e["event_data"]["play"] for e in run.events if e.get("event") == "playbook_on_play_start"]
+        for host in roots:
+            assert record(tmp_path, step, host)["batch_play"] is (step == "batch")
+    assert "Fix the GPU hosts that need no reboot, in batches (pvetune_batch)" in plays
+    print("12 hosts, --tags sysctl: serial 1 %.1f s, batches of 4 %.1f s" % (timings["serial"], timings["batch"]))
+    assert timings["batch"] < timings["serial"] * 0.75, timings

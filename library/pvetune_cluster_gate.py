@@ -13,11 +13,12 @@ module: pvetune_cluster_gate
 short_description: Decide whether a Proxmox VE node may reboot, and prepare and release it around the reboot
 description:
   - O(state=check) reads the cluster the way Proxmox does and says whether this node may reboot now. The cluster
-    must stay quorate without this node, counting the nodes already down (not in C(corosync-quorumtool -s)),
-    the nodes whose HA LRM is in maintenance mode and the other nodes of O(leaving). Ceph must not be
-    C(HEALTH_ERR) and C(ceph osd ok-to-stop) must agree for the node's OSDs. With O(running_guests=refuse),
-    no guest may run other than the GPU CTs pvetune manages. A host without corosync.conf is standalone and passes
-    the quorum rule.
+    must stay quorate without this node, counting the nodes already down (not in C(corosync-quorumtool -s)), the
+    nodes whose HA LRM is in maintenance, shutdown or reboot mode and the other nodes of O(leaving).
+  - Ceph must not be C(HEALTH_ERR), and C(ceph osd ok-to-stop) and C(ceph mon ok-to-stop) must agree for the up
+    OSDs and the monitors of this node and of the O(leaving) nodes together.
+  - With O(running_guests=refuse), no guest may run other than the GPU CTs pvetune manages and the HA services
+    that maintenance moves away. A host without corosync.conf is standalone and passes the quorum rule.
   - O(state=enter) decides the same way and fails with the reasons when the reboot is refused. When it is
     allowed, it puts the node into HA maintenance and waits until no HA service runs there, and it sets noout for
     the node's OSDs. What it did is recorded in C(/var/lib/pvetune/cluster-gate.json) so that the later states undo
@@ -66,7 +67,7 @@ options:
 notes:
   - Commands run without a shell. With a root other than C(/) they come only from the stand-ins in
     C(<root>/.pvetune/bin/).
-  - C(ha-manager crm-command node-maintenance) needs pve-ha-manager 3.6.0 or later (Proxmox VE 7.3). C(ceph osd
+  - C(ha-manager crm-command node-maintenance) needs pve-ha-manager 3.6.0 or later (Proxmox VE 7.4). C(ceph osd
     add-noout) falls back to the global noout flag on releases without it.
 attributes:
   check_mode:
@@ -155,7 +156,8 @@ actions:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.cluster_steps import STATES, Waiter, run_gate
+from ansible.module_utils.pvetune.cluster_cmd import Waiter
+from ansible.module_utils.pvetune.cluster_steps import STATES, run_gate
 from ansible.module_utils.pvetune.core.changeset import validate_run_id
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.runner import Runner

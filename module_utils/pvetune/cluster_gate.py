@@ -18,12 +18,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-def reboot_decision(quorum, leaving_elsewhere=(), name=None):
+def reboot_decision(quorum, leaving_elsewhere=(), name=None, configured_nodes=None):
     """{"allowed", "reason", "votes_after", "quorum"} for rebooting the local node of ``quorum``.
 
     ``leaving_elsewhere``: node ids of the other members to count as gone (HA maintenance, the rollout's other
     reboots); ids not in the membership are already out of ``Total votes`` and count nothing.  ``name``: the node's
-    corosync name for the reason (corosync-quorumtool and pvecm print its address).
+    corosync name for the reason (corosync-quorumtool and pvecm print its address).  ``configured_nodes``: how many
+    nodes corosync.conf lists; a one-node cluster is one by its configuration, not by its live membership (a survivor
+    after ``pvecm expected 1`` is alone now, but its reboot brings the configured expected votes back).
     """
     if quorum is None:
         return {"allowed": True, "reason": "standalone host (no corosync.conf): no quorum to keep",
@@ -35,7 +37,9 @@ def reboot_decision(quorum, leaving_elsewhere=(), name=None):
     after = quorum["total_votes"] - local["votes"] - gone_votes
     out = {"votes_after": after, "quorum": quorum["quorum"]}
     counted = " and %d of node(s) %s counted as gone" % (gone_votes, ", ".join(str(i) for i in gone)) if gone else ""
-    if not quorum["nodes"][1:] and quorum["qdevice"] is None and quorum["expected_votes"] == local["votes"]:
+    alone = (configured_nodes == 1 if configured_nodes is not None
+             else not quorum["nodes"][1:] and quorum["expected_votes"] == local["votes"])
+    if alone and quorum["qdevice"] is None:
         return dict(out, allowed=True, reason="single-node cluster: no other node's quorum depends on this one")
     if not quorum["quorate"] or quorum["activity_blocked"]:
         return dict(out, allowed=False, reason="the cluster is not quorate now (%d of %d votes needed): fix that first"
@@ -76,7 +80,8 @@ def gate_decision(cluster, running_guests="refuse"):
     refusals, plan = [], []
     maintenance = ha_in_maintenance(ha, cluster["node"])
     gone = sorted(set(maintenance) | (set(cluster.get("leaving") or ()) - {cluster["node"]}))
-    decision = reboot_decision(quorum, node_ids(conf, gone) if conf else (), cluster["node"])
+    decision = reboot_decision(quorum, node_ids(conf, gone) if conf else (), cluster["node"],
+                               len(conf["nodes"]) if conf else None)
     if not decision["allowed"]:
         refusals.append(decision["reason"])
     if ha is not None and ha["services"]:
@@ -85,9 +90,11 @@ def gate_decision(cluster, running_guests="refuse"):
     if ceph is not None:
         if ceph["health"] == "HEALTH_ERR":
             refusals.append("Ceph is HEALTH_ERR: fix the Ceph cluster before a node of it reboots")
-        if ceph["osds"] and not ceph["ok_to_stop"]:
-            refusals.append("ceph osd ok-to-stop %s says no: %s" % (" ".join(str(i) for i in ceph["osds"]),
+        if not ceph["ok_to_stop"]:
+            refusals.append("ceph osd ok-to-stop %s says no: %s" % (" ".join(str(i) for i in ceph["stopping"]),
                                                                     ceph["why"]))
+        if not ceph["mon_ok_to_stop"]:
+            refusals.append("ceph mon ok-to-stop %s says no: %s" % (" ".join(ceph["mons"]), ceph["mon_why"]))
         if ceph["osds"]:
             plan.append("ceph-noout")
     guests = cluster.get("guests") or []
@@ -100,7 +107,9 @@ def gate_decision(cluster, running_guests="refuse"):
 
 
 def ha_in_maintenance(ha, node):
-    """Other nodes whose LRM is in maintenance mode (they may be away at any moment)."""
+    """Other nodes whose LRM is in maintenance, shutdown or reboot mode (away, or going any moment); "restart mode"
+    is the LRM daemon restarting, not the node."""
     if ha is None:
         return []
-    return sorted(n for n, status in ha["lrm"].items() if status == "maintenance mode" and n != node)
+    return sorted(n for n, status in ha["lrm"].items()
+                  if status.endswith(" mode") and status != "restart mode" and n != node)

@@ -3,19 +3,18 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The cluster gate's steps around a reboot (issue 14): read the cluster, enter, rejoin, release.
 
-* ``read_cluster``: corosync.conf (through the root), ``corosync-quorumtool -s``, ``ha-manager status``, Ceph (when
-  a ceph.conf exists: ``ceph status``, ``ceph osd ls-tree <node>``, ``ceph osd ok-to-stop``), ``pct list`` and
-  ``qm list``.  cluster_gate.gate_decision() judges what it returns.
+* ``read_cluster``: corosync.conf (through the root), ``corosync-quorumtool -s``, ``ha-manager status``, Ceph
+  (cluster_ceph), ``pct list`` and ``qm list``.  cluster_gate.gate_decision() judges what it returns.
 * ``enter`` (before the reboot): HA maintenance for the node, then wait until no HA service runs on it; noout for
-  its OSDs (``ceph osd add-noout``; the global flag where the release lacks it).  What it did goes to STATE_FILE,
-  which survives the reboot, so rejoin and release undo exactly that.
+  its OSDs.  What it did goes to STATE_FILE, which survives the reboot, so rejoin and release undo exactly that (and
+  a later run finds what an interrupted one left).
 * ``rejoin`` (after the reboot, before the LXC regeneration and the GPU gates): wait until the node is a quorate
-  member again, pmxcfs serves /etc/pve (``.members`` names this node) and /etc/pve takes a write; its OSDs are up;
-  then noout is cleared and the PGs are waited for until active+clean.
+  member again, pmxcfs serves /etc/pve (``.members`` names this node) and /etc/pve takes a write; the OSDs that were
+  up are up again; then noout is cleared and the PGs are waited for until active+clean.
 * ``release`` (after the gates): leave HA maintenance; the state file goes.
 
 Commands run only through the Runner (stand-ins for a root other than /); every wait is bounded and fails naming
-what it waited for and what it saw last.
+what it waited for and what it saw last.  What a step did before it failed stays in its ``Steps``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,48 +23,23 @@ __metaclass__ = type
 
 import json
 import os
-import re
-import time
 
+from ansible.module_utils.pvetune import cluster_ceph
+from ansible.module_utils.pvetune.cluster_cmd import GateError, Steps, parsed, run
 from ansible.module_utils.pvetune.cluster_gate import gate_decision, local_node
 from ansible.module_utils.pvetune.concerns import lxcgpu, lxcgpu_fix
-from ansible.module_utils.pvetune.concerns.lxcgpu_pct import excerpt
 from ansible.module_utils.pvetune.core.changeset import _atomic_write, _makedirs
 from ansible.module_utils.pvetune.core.fsroot import FsError
-from ansible.module_utils.pvetune.core.runner import CommandUnavailable
-from ansible.module_utils.pvetune.formats import ceph_json, ct_config, guest_list, ha_status
-from ansible.module_utils.pvetune.formats.corosync_conf import parse_corosync_conf
+from ansible.module_utils.pvetune.formats import ct_config, guest_list, ha_status
+from ansible.module_utils.pvetune.formats.corosync_conf import NODE_NAME, parse_corosync_conf
 from ansible.module_utils.pvetune.formats.corosync_quorum import parse_quorumtool
 
 # /etc/pve/corosync.conf is the cluster's copy; while pmxcfs is down /etc/pve is empty, and corosync's own copy still
 # says the node is clustered (a missing /etc/pve copy must not read as "standalone").
 CONF_PATHS = ("/etc/pve/corosync.conf", "/etc/corosync/corosync.conf")
-CEPH_CONFS = ("/etc/pve/ceph.conf", "/etc/ceph/ceph.conf")
 MEMBERS = "/etc/pve/.members"
 STATE_FILE = "/var/lib/pvetune/cluster-gate.json"
-ENOENT, EINVAL = 2, 22
 QUORATE_RC = (0, 2)  # corosync-quorumtool -s: 0 quorate, 2 not quorate, 1 error
-
-
-class GateError(Exception):
-    """A command or file the gate needs failed; the message names it."""
-
-
-def _run(runner, name, args, ok=(0,)):
-    try:
-        rc, out, err = runner.run(name, args)
-    except CommandUnavailable as exc:
-        raise GateError("%s: %s" % (" ".join([name] + list(args)), exc.reason))
-    if rc not in ok:
-        raise GateError("%s exited %d: %s" % (" ".join([name] + list(args)), rc, excerpt(err or out)))
-    return rc, out, err
-
-
-def _parsed(parse, text, command):
-    try:
-        return parse(text)
-    except ValueError as exc:
-        raise GateError("%s: %s" % (command, exc))
 
 
 def read_conf(fsroot):
@@ -80,31 +54,14 @@ def read_conf(fsroot):
 
 
 def read_quorum(runner):
-    return _parsed(parse_quorumtool, _run(runner, "corosync-quorumtool", ["-s"], QUORATE_RC)[1],
-                   "corosync-quorumtool -s")
+    return parsed(parse_quorumtool, run(runner, "corosync-quorumtool", ["-s"], QUORATE_RC)[1])
 
 
 def read_ha(runner):
     """ha-manager status, or None where the HA stack is not installed (a host that is no Proxmox VE node)."""
     if runner.which("ha-manager") is None:
         return None
-    return _parsed(ha_status.parse_ha_status, _run(runner, "ha-manager", ["status"])[1], "ha-manager status")
-
-
-def read_ceph(fsroot, runner, node):
-    """None without a ceph.conf; else {"osds", "ok_to_stop", "why", "health"} for this node."""
-    if not any(fsroot.isfile(path) for path in CEPH_CONFS):
-        return None
-    status = _parsed(ceph_json.parse_status, _run(runner, "ceph", ["status", "--format", "json"])[1], "ceph status")
-    # No CRUSH bucket of that name (ENOENT): the node runs no OSD.
-    rc, out, _err = _run(runner, "ceph", ["osd", "ls-tree", "--format", "json", node], (0, ENOENT))
-    osds = [] if rc == ENOENT else _parsed(ceph_json.parse_ls_tree, out, "ceph osd ls-tree")
-    out = {"osds": osds, "ok_to_stop": True, "why": "", "health": status["health"]}
-    if osds:
-        # Exit 0: stopping them leaves every PG available; EBUSY/EAGAIN (or any other): not now, and why.
-        rc, stdout, stderr = runner.run("ceph", ["osd", "ok-to-stop"] + [str(i) for i in osds])
-        out["ok_to_stop"], out["why"] = rc == 0, "" if rc == 0 else "exit %d: %s" % (rc, excerpt(stderr or stdout))
-    return out
+    return parsed(ha_status.parse_ha_status, run(runner, "ha-manager", ["status"])[1])
 
 
 def managed_cts(fsroot, ctids):
@@ -124,16 +81,17 @@ def managed_cts(fsroot, ctids):
     return managed
 
 
-def read_guests(fsroot, runner, ctids):
-    """Running guests other than the GPU CTs pvetune manages (``pct list``, ``qm list``; a tool that is not installed
-    lists nothing)."""
+def read_guests(fsroot, runner, ctids, ha_moves=()):
+    """Running guests other than the GPU CTs pvetune manages and the HA services that maintenance moves away
+    (``ha_moves``: ``vm:<id>``/``ct:<id>``) (``pct list``, ``qm list``; a tool that is not installed lists nothing)."""
     managed = managed_cts(fsroot, ctids)
     guests = []
     for tool, parse in (("pct", guest_list.parse_pct_list), ("qm", guest_list.parse_qm_list)):
         if runner.which(tool) is None:
             continue
-        guests += [g for g in _parsed(parse, _run(runner, tool, ["list"])[1], "%s list" % tool)
-                   if g["status"] == "running" and not (g["kind"] == "ct" and g["vmid"] in managed)]
+        guests += [g for g in parsed(parse, run(runner, tool, ["list"])[1])
+                   if g["status"] == "running" and not (g["kind"] == "ct" and g["vmid"] in managed)
+                   and "%s:%d" % (g["kind"], g["vmid"]) not in set(ha_moves)]
     return guests
 
 
@@ -152,8 +110,9 @@ def read_cluster(fsroot, runner, leaving=(), ctids=()):
             raise GateError(str(exc))
         out["cluster_name"] = conf["cluster_name"]
         out["ha"] = read_ha(runner)
-    out["ceph"] = read_ceph(fsroot, runner, out["node"]) if out["node"] else None
-    out["guests"] = read_guests(fsroot, runner, ctids)
+    out["ceph"] = cluster_ceph.read_ceph(fsroot, runner, out["node"], leaving) if out["node"] else None
+    moves = [s["sid"] for s in ha_status.services_on(out["ha"], out["node"])] if out["ha"] else []
+    out["guests"] = read_guests(fsroot, runner, ctids, moves)
     return out
 
 
@@ -167,6 +126,11 @@ def load_state(fsroot):
         raise GateError("%s: %s" % (STATE_FILE, exc))
     if not isinstance(state, dict):
         raise GateError("%s: not a JSON object" % STATE_FILE)
+    node, lists = state.get("node"), [state.get("osds", []), state.get("noout_osds", [])]
+    if not isinstance(node, str) or not NODE_NAME.match(node) or state.get("noout") not in (None, "osds", "global") \
+            or not all(isinstance(ids, list) and all(isinstance(i, int) and i >= 0 for i in ids) for ids in lists):
+        raise GateError("%s: not the record pvetune writes (node, osds, noout); look at it, then remove it"
+                        % STATE_FILE)
     return state
 
 
@@ -182,63 +146,39 @@ def clear_state(fsroot):
         os.unlink(real)
 
 
-class Waiter:
-    """Bounded polling: ``until(probe, what)`` calls ``probe() -> (done, seen)`` every ``poll`` s."""
-
-    def __init__(self, timeout, poll, sleep=time.sleep, clock=time.monotonic):
-        self.timeout, self.poll, self.sleep, self.clock = timeout, poll, sleep, clock
-
-    def until(self, probe, what):
-        deadline = self.clock() + self.timeout
-        while True:
-            done, seen = probe()
-            if done:
-                return seen
-            if self.clock() >= deadline:
-                raise GateError("waited %s s for %s; last seen: %s" % (self.timeout, what, seen))
-            self.sleep(self.poll)
-
-
-def enter(fsroot, runner, cluster, run_id, waiter):
-    """Before the reboot (the decision allowed it): HA maintenance and noout.  Returns the actions taken."""
-    node, decision_plan, actions = cluster["node"], cluster["decision"]["plan"], []
-    state = {"run_id": run_id, "node": node, "maintenance": False, "noout": None, "osds": []}
-    if "ha-maintenance" in decision_plan:
-        _run(runner, "ha-manager", ["crm-command", "node-maintenance", "enable", node])
+def enter(fsroot, runner, cluster, run_id, waiter, steps):
+    """Before the reboot (the decision allowed it): HA maintenance and noout, recorded in STATE_FILE as they happen.
+    A record an interrupted run left is kept: what it set is still set and still to be undone."""
+    node, plan = cluster["node"], cluster["decision"]["plan"]
+    state = load_state(fsroot)
+    if state:
+        left = (state.get("run_id"), state.get("maintenance"), state.get("noout"))
+        steps.saw("left over from run %s: maintenance %s, noout %s" % left)
+    state = dict({"maintenance": False, "noout": None, "osds": []}, **state)
+    state.update(run_id=run_id, node=node)
+    if "ha-maintenance" in plan:
+        run(runner, "ha-manager", ["crm-command", "node-maintenance", "enable", node])
         state["maintenance"] = True
         save_state(fsroot, state)
-        actions.append("ha-manager crm-command node-maintenance enable %s" % node)
+        steps.did("ha-manager crm-command node-maintenance enable %s" % node)
 
         def moved():
-            status = _parsed(ha_status.parse_ha_status, _run(runner, "ha-manager", ["status"])[1], "ha-manager status")
+            status = parsed(ha_status.parse_ha_status, run(runner, "ha-manager", ["status"])[1])
             left = ha_status.services_on(status, node)
             return (status["lrm"].get(node) == "maintenance mode" and not left,
                     "lrm %s: %s; still on it: %s" % (node, status["lrm"].get(node), ", ".join(
                         "%s (%s)" % (s["sid"], s["state"]) for s in left) or "none"))
-        actions.append("HA services moved away: " + waiter.until(moved, "the HA services to leave %s" % node))
-    if "ceph-noout" in decision_plan:
-        osds = ["osd.%d" % i for i in cluster["ceph"]["osds"]]
-        rc, _out, err = runner.run("ceph", ["osd", "add-noout"] + osds)
-        if rc == EINVAL and "add-noout" in (err or ""):   # a release before add-noout (Luminous): the global flag
-            _run(runner, "ceph", ["osd", "set", "noout"])
-            state["noout"], actions = "global", actions + ["ceph osd set noout (this release has no add-noout)"]
-        elif rc != 0:
-            raise GateError("ceph osd add-noout %s exited %d: %s" % (" ".join(osds), rc, excerpt(err)))
-        else:
-            state["noout"], actions = "osds", actions + ["ceph osd add-noout %s" % " ".join(osds)]
-        state["osds"] = cluster["ceph"]["osds"]
+        steps.saw("HA services moved away: " + waiter.until(moved, "the HA services to leave %s" % node))
+    if "ceph-noout" in plan and not state["noout"]:
+        state["noout"] = cluster_ceph.set_noout(runner, cluster["ceph"]["osds"], steps)
+        # After the reboot only the OSDs that were up are waited for (one that was down stays down).
+        state["osds"] = cluster["ceph"]["up_osds"]
+        state["noout_osds"] = cluster["ceph"]["osds"]
         save_state(fsroot, state)
-    return actions
 
 
 def _member_now(runner, node_id):
-    rc, out, err = runner.run("corosync-quorumtool", ["-s"])
-    if rc not in QUORATE_RC:
-        return False, "corosync-quorumtool -s exited %d: %s" % (rc, excerpt(err or out, 120))
-    try:
-        quorum = parse_quorumtool(out)
-    except ValueError as exc:
-        return False, str(exc)
+    quorum = read_quorum(runner)
     ok = quorum["quorate"] and quorum["local"]["nodeid"] == node_id
     return ok, "quorate %s, %d of %d votes, local node id %d" % (
         quorum["quorate"], quorum["total_votes"], quorum["expected_votes"], quorum["local"]["nodeid"])
@@ -264,69 +204,42 @@ def _pmxcfs_ready(fsroot, node):
     return True, "pmxcfs serves /etc/pve and takes writes"
 
 
-def rejoin(fsroot, runner, waiter):
-    """After the reboot: quorum, pmxcfs, Ceph.  Returns the actions/waits done."""
+def rejoin(fsroot, runner, waiter, steps):
+    """After the reboot: quorum, pmxcfs, Ceph."""
     path, conf = read_conf(fsroot)
-    state, actions = load_state(fsroot), []
+    state = load_state(fsroot)
     if conf is None:
-        return ["standalone host: no quorum to wait for"]
+        steps.saw("standalone host: no quorum to wait for")
+        return
     node = state.get("node")
     if node is None:
-        quorum = waiter.until(lambda: _quorum_or_none(runner), "corosync-quorumtool -s to answer")
+        quorum = waiter.until(lambda: (True, read_quorum(runner)), "corosync-quorumtool -s to answer")
         node = local_node(conf, quorum, path)["name"]
     ids = [n["nodeid"] for n in conf["nodes"] if n["name"] == node]
     if not ids:
         raise GateError("%s names node %s, which %s does not list" % (STATE_FILE, node, path))
-    node_id = ids[0]
-    back = waiter.until(lambda: _member_now(runner, node_id), "%s to be a quorate member" % node)
-    actions.append("in the quorum again: " + back)
-    actions.append(waiter.until(lambda: _pmxcfs_ready(fsroot, node), "pmxcfs to serve a writable /etc/pve"))
+    steps.saw("in the quorum again: " + waiter.until(lambda: _member_now(runner, ids[0]),
+                                                     "%s to be a quorate member" % node))
+    steps.saw(waiter.until(lambda: _pmxcfs_ready(fsroot, node), "pmxcfs to serve a writable /etc/pve"))
     if state.get("noout"):
-        osds = state["osds"]
-
-        def osds_up():
-            up = _parsed(ceph_json.parse_osd_dump, _run(runner, "ceph", ["osd", "dump", "--format", "json"])[1],
-                         "ceph osd dump")["up"]
-            down = [i for i in osds if not up.get(i)]
-            return not down, "down: %s" % (", ".join("osd.%d" % i for i in down) or "none")
-        actions.append("OSDs up (%s)" % waiter.until(osds_up, "OSDs %s to come up" % osds))
-        if state["noout"] == "global":
-            _run(runner, "ceph", ["osd", "unset", "noout"])
-            actions.append("ceph osd unset noout")
-        else:
-            _run(runner, "ceph", ["osd", "rm-noout"] + ["osd.%d" % i for i in osds])
-            actions.append("ceph osd rm-noout %s" % " ".join("osd.%d" % i for i in osds))
+        cluster_ceph.wait_osds_up(runner, state["osds"], waiter, steps)
+        cluster_ceph.clear_noout(runner, state["noout"], state.get("noout_osds", state["osds"]), steps)
         state["noout"] = None
         save_state(fsroot, state)
-
-        def clean():
-            status = _parsed(ceph_json.parse_status, _run(runner, "ceph", ["status", "--format", "json"])[1],
-                             "ceph status")
-            states = ", ".join("%s %d" % kv for kv in sorted(status["states"].items()))
-            return ceph_json.all_clean(status), "%d of %d PGs active+clean (%s)" % (
-                status["clean_pgs"], status["num_pgs"], states)
-        actions.append(waiter.until(clean, "the PGs to be active+clean"))
-    return actions
+        cluster_ceph.wait_clean(runner, waiter, steps)
 
 
-def _quorum_or_none(runner):
-    try:
-        return True, read_quorum(runner)
-    except GateError as exc:
-        return False, str(exc)
-
-
-def release(fsroot, runner):
+def release(fsroot, runner, steps):
     """After the post-reboot gates passed: leave HA maintenance if enter put the node there; forget the state."""
-    state, actions = load_state(fsroot), []
+    state = load_state(fsroot)
     if state.get("noout"):
-        raise GateError("%s says noout is still set for OSDs %s: rejoin did not finish" % (STATE_FILE, state["osds"]))
+        raise GateError("%s says noout is still set for OSDs %s: rejoin did not finish (ceph osd rm-noout them once "
+                        "the node is back)" % (STATE_FILE, state.get("noout_osds", state["osds"])))
     if state.get("maintenance"):
-        _run(runner, "ha-manager", ["crm-command", "node-maintenance", "disable", state["node"]])
-        actions.append("ha-manager crm-command node-maintenance disable %s" % state["node"])
+        run(runner, "ha-manager", ["crm-command", "node-maintenance", "disable", state["node"]])
+        steps.did("ha-manager crm-command node-maintenance disable %s" % state["node"])
     if state:
         clear_state(fsroot)
-    return actions
 
 
 def decide(fsroot, runner, leaving, ctids, running_guests):
@@ -335,14 +248,13 @@ def decide(fsroot, runner, leaving, ctids, running_guests):
     return cluster
 
 
-_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9.-]{0,62}\Z")
 STATES = ("check", "enter", "rejoin", "release")
 
 
 def validate(params):
     """The module's inputs, before any command runs; ValueError naming the option."""
     for name in params["leaving"]:
-        if not _NAME.match(name):
+        if not NODE_NAME.match(name):
             raise ValueError("leaving: %r is not a node name" % name)
     for ctid in params["ctids"]:
         if not 100 <= ctid <= 999999999:
@@ -364,6 +276,7 @@ def summary(cluster):
 def run_gate(fsroot, runner, params, check_mode, waiter):
     """(failed, result) of one module call; GateError and bad input become a failure naming the cause."""
     result = {"changed": False, "actions": [], "state": params["state"]}
+    steps = Steps()
     try:
         validate(params)
         if params["state"] in ("check", "enter"):
@@ -379,19 +292,33 @@ def run_gate(fsroot, runner, params, check_mode, waiter):
                 result["actions"] = ["would: %s" % step for step in cluster["decision"]["plan"]]
                 result["changed"] = bool(result["actions"])
                 return False, result
-            result["actions"] = enter(fsroot, runner, cluster, params["run_id"], waiter)
+            enter(fsroot, runner, cluster, params["run_id"], waiter, steps)
         elif check_mode:
             result["msg"] = "check mode: no reboot happened, nothing to %s" % params["state"]
             return False, result
         elif params["state"] == "rejoin":
-            result["actions"] = rejoin(fsroot, runner, waiter)
+            rejoin(fsroot, runner, waiter, steps)
             result["msg"] = "back in the cluster"
         else:
-            result["actions"] = release(fsroot, runner)
-            result["msg"] = "released" if result["actions"] else "nothing to release"
-        result["changed"] = any(not a.startswith(("standalone", "in the quorum", "pmxcfs", "OSDs up", "HA services"))
-                                for a in result["actions"])
+            release(fsroot, runner, steps)
+            result["msg"] = "released" if steps.actions else "nothing to release"
+        result["actions"], result["changed"] = steps.actions, steps.changed
         return False, result
     except (GateError, ValueError, FsError) as exc:
-        result["msg"] = str(exc)
+        # What was done before the failure is still in place (maintenance, noout): say so.
+        result["actions"], result["changed"] = steps.actions, steps.changed
+        left = load_left(fsroot)
+        result["msg"] = str(exc) + (" (still in place from this gate: %s)" % left if left else "")
         return True, result
+
+
+def load_left(fsroot):
+    """What STATE_FILE says is still set (for a failure message), or ""."""
+    try:
+        state = load_state(fsroot)
+    except GateError:
+        return ""
+    left = (["HA maintenance of %s" % state["node"]] if state.get("maintenance") else []) + (
+        ["noout (%s) for OSDs %s" % (state["noout"], state.get("noout_osds", state["osds"]))] if state.get("noout")
+        else [])
+    return "; ".join(left)

@@ -125,6 +125,8 @@ def read(root, rel):
 # -- playbooks ---------------------------------------------------------------------------------------------
 # The first play of every playbook (role pvetune_run_check): argument validation per host, the check on localhost.
 RUN_CHECK_PLAY = "Check the run before any host is touched"
+# fix.yml's sorting play: without pvetune_batch it only puts each host into a group, on the controller.
+SORT_PLAY = "Sort the hosts into the batch play and the rolling play"
 
 
 class PlaybookRun:
@@ -136,9 +138,9 @@ class PlaybookRun:
 
     def host_events(self, host):
         """The host's events in the plays that act on hosts (not the run check, which only validates arguments
-        and runs on the controller)."""
+        and runs on the controller, nor the sorting play, which only groups the hosts there)."""
         return [ev for ev in self.events if (ev.get("event_data") or {}).get("host") == host
-                and (ev.get("event_data") or {}).get("play") != RUN_CHECK_PLAY]
+                and (ev.get("event_data") or {}).get("play") not in (RUN_CHECK_PLAY, SORT_PLAY)]
 
     def task_results(self, host, events=("runner_on_ok", "runner_on_failed", "runner_on_skipped",
                                          "runner_on_unreachable")):

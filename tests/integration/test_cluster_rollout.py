@@ -99,8 +99,9 @@ def test_ha_and_ceph_around_each_reboot(tmp_path, cluster):
                pvetune_cluster_timeout=30)
     assert run.rc == 0, run.stdout[-3000:]
     for host in HOSTS:
-        calls = [c for c in cluster.calls(host) if c[0] in ("ha-manager", "ceph") and c[1:2] != ["status"]
-                 and c[1:3] not in (["osd", "ls-tree"], ["osd", "dump"], ["osd", "ok-to-stop"])]
+        # The calls that change the cluster (the others only read it).
+        calls = [c for c in cluster.calls(host) if c[1:2] == ["crm-command"] or c[1:3] in (
+            ["osd", "add-noout"], ["osd", "rm-noout"], ["osd", "set"], ["osd", "unset"])]
         osds = {h: ["osd.%d" % (2 * i), "osd.%d" % (2 * i + 1)] for i, h in enumerate(HOSTS)}
         assert calls == [["ha-manager", "crm-command", "node-maintenance", "enable", host],
                          ["ceph", "osd", "add-noout"] + osds[host],
@@ -108,7 +109,7 @@ def test_ha_and_ceph_around_each_reboot(tmp_path, cluster):
                          ["ha-manager", "crm-command", "node-maintenance", "disable", host]], (host, calls)
         rec = record(tmp_path, "ha", host)
         assert rec["result"] == "pending-reboot" and rec["cluster"]["allowed"], rec
-        assert "128 of 128 PGs active+clean (active+clean 128)" in rec["cluster_actions"]
+        assert "128 of 128 PGs active+clean (active+clean 125, active+clean+scrubbing 3)" in rec["cluster_actions"]
     final = cluster.state()
     assert final["ha"]["maintenance"] == [] and not any(o["noout"] for o in final["ceph"]["osds"])
     # vm:300 left pve-gpu01 before its (simulated) reboot, then pve-gpu04 (where HA had moved it) before its own.
@@ -157,3 +158,37 @@ def test_hosts_needing_no_reboot_in_batches_of_four(tmp_path):
     assert "Fix the GPU hosts that need no reboot, in batches (pvetune_batch)" in plays
     print("12 hosts, --tags sysctl: serial 1 %.1f s, batches of 4 %.1f s" % (timings["serial"], timings["batch"]))
     assert timings["batch"] < timings["serial"] * 0.75, timings
+
+
+def test_a_canary_then_two_at_once_would_break_quorum(tmp_path, cluster):
+    """pvetune_serial [1, 2]: pve-gpu01 alone reboots; pve-gpu04 and pve-gpu05 in one batch count each other as
+    gone (3 - 1 - 1 < 2), so neither reboots and the rollout stops with the reason."""
+    inv = inventory(tmp_path, cluster.trees)
+    run = play(tmp_path, "canary", inv, cmdline="--tags cmdline,lxc", pvetune_reboot_ok=True,
+               pvetune_restart_cts=True, pvetune_serial=[1, 2])
+    assert run.rc != 0
+    assert record(tmp_path, "canary", "pve-gpu01")["result"] == "pending-reboot"
+    for host, other in (("pve-gpu04", "pve-gpu05"), ("pve-gpu05", "pve-gpu04")):
+        rec = record(tmp_path, "canary", host)
+        assert rec["result"] == "failed" and rec["failure"]["task"] == GATE_TASK, rec
+        assert "would leave 1 votes (3 now, 1 of its own and 1 of node(s) %d counted as gone)" % (
+            HOSTS.index(other) + 1) in rec["failure"]["message"], rec["failure"]
+        assert not [c for c in cluster.calls(host) if c[:2] == ["ha-manager", "crm-command"]]
+
+
+def test_bad_batch_sizes_are_refused_before_any_host(tmp_path, cluster):
+    inv = inventory(tmp_path, cluster.trees)
+    run = play(tmp_path, "bad", inv, pvetune_batch="a few")
+    assert run.rc != 0 and "pvetune_batch must be a number or a percentage" in run.stdout, run.stdout[-2000:]
+    assert not os.path.exists(str(tmp_path / "reports" / "fix-bad"))
+
+
+def test_a_host_pattern_with_commas_keeps_its_exclusion(tmp_path, cluster):
+    """pvetune_hosts "gpu_hosts,!pve-gpu04": the rolling play's intersection with its group must not lose the
+    exclusion (Ansible splits a pattern string on commas)."""
+    inv = inventory(tmp_path, cluster.trees)
+    run = play(tmp_path, "comma", inv, cmdline="--tags cmdline --check", pvetune_reboot_ok=True,
+               pvetune_hosts="gpu_hosts,!pve-gpu04")
+    assert run.rc == 0, run.stdout[-3000:]
+    decided = sorted(r["host"] for r in run.results(task_name="Cluster decision"))
+    assert decided == ["pve-gpu01", "pve-gpu05"], decided

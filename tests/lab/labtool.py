@@ -42,6 +42,7 @@ def play(name, playbook, args):
         events.append({
             "seq": ev.get("counter"), "time": ev.get("created"), "event": ev.get("event"),
             "host": data.get("host"), "task": data.get("task"), "role": data.get("role") or None,
+            "play": data.get("play"),
             "changed": bool(res.get("changed")),
             "msg": res.get("msg") if isinstance(res.get("msg"), str) else None,
             "duration": data.get("duration"), "elapsed": res.get("elapsed"),
@@ -80,11 +81,16 @@ def stats(name):
         print(host, *[(st.get(k) or {}).get(host, 0) for k in ("ok", "changed", "failures", "dark", "rescued")])
 
 
+# fix.yml's sorting play: without pvetune_batch it only puts each host into a group, on the controller.
+SORT_PLAY = "Sort the hosts into the batch play and the rolling play"
+
+
 def events(name):
     """The task results of the plays that act on the hosts: not the run check (role pvetune_run_check, the first
-    play), which validates its arguments on every host but runs only on the controller."""
+    play), which validates its arguments on every host but runs only on the controller, nor fix.yml's sorting play
+    (SORT_PLAY)."""
     for ev in _summary(name)["events"]:
-        if ev["event"] in RESULT_EVENTS and ev.get("role") != "pvetune_run_check":
+        if ev["event"] in RESULT_EVENTS and ev.get("role") != "pvetune_run_check" and ev.get("play") != SORT_PLAY:
             print(ev["seq"], ev["time"], ev["host"], ev["event"], int(ev["changed"]), ev["task"], sep="\t")
 
 

@@ -127,6 +127,9 @@ def test_ha_services_that_never_leave_fail_the_wait(tmp_path):
     result = gate(cluster.trees["pve-a"], "enter", timeout=2)
     assert result["failed"] and "waited 2 s for the HA services to leave pve-a" in result["msg"], result["msg"]
     assert "vm:300 (migrate)" in result["msg"]
+    # What the failed call did before the failure is in its result, and the message says what is still set.
+    assert result["actions"] == ["ha-manager crm-command node-maintenance enable pve-a"] and result["changed"]
+    assert result["msg"].endswith("(still in place from this gate: HA maintenance of pve-a)"), result["msg"]
     # The record says maintenance was entered, so release can still undo it.
     assert gate(cluster.trees["pve-a"], "release")["actions"] == [
         "ha-manager crm-command node-maintenance disable pve-a"]
@@ -143,8 +146,9 @@ def test_ceph_noout_set_and_cleared_waiting_for_active_clean(tmp_path):
     assert [o["noout"] for o in cluster.state()["ceph"]["osds"]] == [True, True, False, False, False, False]
     assert gate(cluster.trees["pve-b"])["cluster"]["ceph"]["health"] == "HEALTH_WARN"
     rejoined = gate(tree, "rejoin")
-    assert rejoined["actions"][2:] == ["OSDs up (down: none)", "ceph osd rm-noout osd.0 osd.1",
-                                       "128 of 128 PGs active+clean (active+clean 128)"], rejoined
+    assert rejoined["actions"][2:] == [
+        "OSDs up (down: none)", "ceph osd rm-noout osd.0 osd.1",
+        "128 of 128 PGs active+clean (active+clean 125, active+clean+scrubbing 3)"], rejoined
     statuses = [c for c in commands(cluster, "pve-a", "ceph") if c[:1] == ["status"]]
     assert len(statuses) == 1 + 3, "one status before, three polls until active+clean"
     assert not any(o["noout"] for o in cluster.state()["ceph"]["osds"])
@@ -279,3 +283,82 @@ def test_real_qdevice_cluster_may_reboot_one_node():
     assert reboot_decision(quorum)["allowed"]
     before = parse_quorumtool(real("pvecm-status-2node-before-qdevice-x-real-ip.txt"))
     assert not reboot_decision(before)["allowed"], "two nodes, no qdevice, no two_node: quorum 2 needs both"
+
+
+def test_ceph_counts_the_batch_and_the_monitors(tmp_path):
+    cluster = make_cluster(tmp_path, NODES, osds={"pve-a": [0, 1], "pve-b": [2, 3], "pve-c": [4, 5]})
+    alone = gate(cluster.trees["pve-a"])
+    assert alone["cluster"]["allowed"] and alone["cluster"]["ceph"]["mons"] == ["pve-a"], alone
+    # pve-b reboots in the same batch: its OSDs are asked about together with pve-a's, and its monitor too.
+    both = gate(cluster.trees["pve-a"], leaving=["pve-b"], running_guests="stop")
+    refusals = " | ".join(both["cluster"]["refusals"])
+    assert "ceph osd ok-to-stop 0 1 2 3 says no: exit 16" in refusals, refusals
+    state = cluster.state()
+    state["ceph"]["mons_down"] = ["pve-c"]
+    cluster.write(state)
+    mon = gate(cluster.trees["pve-a"])
+    assert not mon["cluster"]["allowed"] and "ceph mon ok-to-stop pve-a says no: exit 16" in mon["msg"], mon["msg"]
+
+
+def test_an_osd_down_before_the_reboot_is_not_waited_for(tmp_path):
+    cluster = make_cluster(tmp_path, NODES, osds={"pve-a": [0, 1], "pve-b": [2]})
+    state = cluster.state()
+    state["ceph"]["osds"][1]["up"] = False   # osd.1: a dead disk
+    cluster.write(state)
+    entered = gate(cluster.trees["pve-a"], "enter")
+    assert entered["actions"] == ["ceph osd add-noout osd.0 osd.1"], entered
+    rejoined = gate(cluster.trees["pve-a"], "rejoin", timeout=3)
+    assert not rejoined.get("failed") and "OSDs up (down: none)" in rejoined["actions"], rejoined
+    assert "ceph osd rm-noout osd.0 osd.1" in rejoined["actions"]
+
+
+def test_ha_managed_vm_is_not_another_guest_and_other_lrm_modes_count(tmp_path):
+    cluster = make_cluster(tmp_path, NODES, ha_services=[("vm:300", "pve-a")],
+                           vms={"300": {"name": "web", "status": "running"}})
+    result = gate(cluster.trees["pve-a"])
+    assert result["cluster"]["allowed"] and result["cluster"]["guests"] == [], result
+    status = parse_ha_status("quorum OK\nlrm pve-b (shutdown mode, Wed Dec  2 12:00:00 2026)\n"
+                             "lrm pve-c (restart mode, Wed Dec  2 12:00:00 2026)\n")
+    from ansible.module_utils.pvetune.cluster_gate import ha_in_maintenance
+    assert ha_in_maintenance(status, "pve-a") == ["pve-b"]
+
+
+def test_a_leftover_record_is_kept_until_undone(tmp_path):
+    cluster = make_cluster(tmp_path, NODES, ha_services=[("vm:300", "pve-a")])
+    state = cluster.state()
+    state["ha"]["move_after"] = 1000
+    cluster.write(state)
+    assert gate(cluster.trees["pve-a"], "enter", timeout=1)["failed"]
+    state = cluster.state()
+    state["ha"]["move_after"] = 1
+    cluster.write(state)
+    again = gate(cluster.trees["pve-a"], "enter")
+    assert again["actions"][0].startswith("left over from run gate-1: maintenance True"), again
+    released = gate(cluster.trees["pve-a"], "release")
+    assert released["actions"] == ["ha-manager crm-command node-maintenance disable pve-a"]
+
+
+def test_one_node_by_configuration_not_by_membership():
+    """A survivor after `pvecm expected 1` is alone, but its cluster has three nodes: no shortcut."""
+    from ansible.module_utils.pvetune.cluster_gate import reboot_decision
+    from ansible.module_utils.pvetune.formats.corosync_quorum import parse_quorumtool
+
+    text = ("Quorum information\nQuorate:          Yes\n\nVotequorum information\nExpected votes:   1\n"
+            "Highest expected: 1\nTotal votes:      1\nQuorum:           1  \nFlags:            Quorate \n\n"
+            "Membership information\n----------------------\n    Nodeid      Votes Name\n"
+            "0x00000001          1 PVE (local)\n")
+    quorum = parse_quorumtool(text)
+    assert quorum["local"]["name"] == "PVE", "an all-capitals name is no Qdevice flags column"
+    assert not reboot_decision(quorum, configured_nodes=3)["allowed"]
+    assert reboot_decision(quorum, configured_nodes=1)["allowed"]
+
+
+def test_a_state_file_that_is_not_ours_is_refused(tmp_path):
+    cluster = make_cluster(tmp_path, NODES)
+    tree = cluster.trees["pve-a"]
+    os.makedirs(os.path.join(tree, "var", "lib", "pvetune"))
+    with open(os.path.join(tree, "var", "lib", "pvetune", "cluster-gate.json"), "w") as handle:
+        json.dump({"node": "pve-a; reboot", "osds": [], "maintenance": True}, handle)
+    result = gate(tree, "release")
+    assert result["failed"] and "not the record pvetune writes" in result["msg"], result
+    assert not [c for c in cluster.calls("pve-a", "ha-manager") if c[1:2] == ["crm-command"]]

@@ -32,6 +32,15 @@ def parse_ls_tree(text):
     return sorted(data)
 
 
+def parse_mon_names(text):
+    """``ceph mon dump --format json``: the monitors' names (Proxmox names a node's monitor after the node)."""
+    data = _load(text, "ceph mon dump")
+    try:
+        return sorted(str(m["name"]) for m in data["mons"])
+    except (KeyError, TypeError):
+        raise ValueError("ceph mon dump: no 'mons' list of {name}")
+
+
 def parse_osd_dump(text):
     """{"flags": [...], "up": {id: bool}}."""
     data = _load(text, "ceph osd dump")
@@ -44,7 +53,7 @@ def parse_osd_dump(text):
 
 
 def parse_status(text):
-    """{"health": "HEALTH_OK" | ..., "num_pgs", "clean_pgs", "states" {state: count}}."""
+    """{"health": "HEALTH_OK" | ..., "num_pgs", "clean_pgs" (active+clean, scrubbing or not), "states"}."""
     data = _load(text, "ceph status")
     try:
         health = data["health"]["status"]
@@ -53,7 +62,17 @@ def parse_status(text):
         num_pgs = int(pgmap["num_pgs"])
     except (AttributeError, KeyError, TypeError, ValueError):
         raise ValueError("ceph status: no health.status or pgmap.num_pgs/pgs_by_state")
-    return {"health": health, "num_pgs": num_pgs, "clean_pgs": states.get("active+clean", 0), "states": states}
+    clean = sum(count for state, count in states.items() if is_clean(state))
+    return {"health": health, "num_pgs": num_pgs, "clean_pgs": clean, "states": states}
+
+
+# A PG state is "+"-joined flags; active and clean with only routine work on top (scrubbing, snaptrim) is clean.
+ROUTINE = ("active", "clean", "scrubbing", "deep", "snaptrim", "snaptrim_wait", "scrub_scheduling")
+
+
+def is_clean(state):
+    flags = set(state.split("+"))
+    return {"active", "clean"} <= flags and flags <= set(ROUTINE)
 
 
 def all_clean(status):

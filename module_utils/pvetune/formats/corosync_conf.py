@@ -17,7 +17,8 @@ import re
 
 _SECTION = re.compile(r"^([A-Za-z0-9_.-]+)\s*\{\s*$")
 _VALUE = re.compile(r"^([A-Za-z0-9_.-]+)\s*:\s*(.*?)\s*$")
-_NODE_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9.-]{0,62}\Z")
+# A node name as corosync.conf, pvecm and ha-manager use it (the gate passes it on to ha-manager and ceph).
+NODE_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9.-]{0,62}\Z")
 
 
 def parse_sections(text, path):
@@ -72,7 +73,7 @@ def parse_corosync_conf(text, path):
         for node in _sections(nodelist, "node"):
             values = node["values"]
             name = values.get("name")
-            if name is None or not _NODE_NAME.match(name):
+            if name is None or not NODE_NAME.match(name):
                 raise ValueError("%s: a nodelist node has no valid name: %r" % (path, name))
             nodes.append({"name": name, "nodeid": _count(values.get("nodeid"), "nodeid of %s" % name, path),
                           "votes": _count(values.get("quorum_votes"), "quorum_votes of %s" % name, path, 1),

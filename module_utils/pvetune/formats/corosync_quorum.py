@@ -27,6 +27,7 @@ import re
 
 _FIELD = re.compile(r"^([A-Za-z][A-Za-z ]*?):\s*(.*?)\s*$")
 _NODE = re.compile(r"^\s*(0x[0-9A-Fa-f]{1,8}|[0-9]{1,10})\s+([0-9]{1,5})\s+(?:([A-Z,]+|NR)\s+)?(\S.*?)\s*$")
+_NODE_NO_FLAGS = re.compile(r"^\s*(0x[0-9A-Fa-f]{1,8}|[0-9]{1,10})\s+([0-9]{1,5})\s+(\S.*?)\s*$")
 _INT = re.compile(r"\A[0-9]{1,5}\Z")
 NEEDED = ("Expected votes", "Total votes", "Quorum")
 
@@ -41,15 +42,19 @@ def _int(fields, key):
 def parse_quorumtool(text):
     """{"quorate", "expected_votes", "highest_expected", "total_votes", "quorum", "activity_blocked", "flags",
     "nodes" [{"nodeid", "votes", "name", "local", "qdevice_flags"}], "qdevice" ({"votes"} or None), "local"}."""
-    fields, nodes, in_members = {}, [], False
+    fields, nodes, in_members, flag_column = {}, [], False, False
     for line in (text or "").splitlines():
         if line.startswith("Membership information"):
             in_members = True
             continue
         if in_members:
-            match = _NODE.match(line)
+            if line.split()[:2] == ["Nodeid", "Votes"]:
+                flag_column = "Qdevice" in line.split()[2:3]   # the header says whether a flags column follows
+                continue
+            match = _NODE.match(line) if flag_column else _NODE_NO_FLAGS.match(line)
             if match:
-                raw_id, votes, flags, name = match.groups()
+                raw_id, votes, flags, name = match.groups() if flag_column else match.groups()[:2] + (
+                    None,) + match.groups()[2:]
                 local = name.endswith(" (local)")
                 name = name[:-len(" (local)")] if local else name
                 nodes.append({"nodeid": int(raw_id, 16) if raw_id.startswith("0x") else int(raw_id),

@@ -26,8 +26,8 @@ _DAEMON = re.compile(r"^(master|lrm)\s+(\S+)\s+\((.*)\)\s*$")
 _SERVICE = re.compile(r"^service\s+(\S+)\s+\(([^,()]+),\s*([^,()]+?)\s*(?:,.*)?\)\s*$")
 # CRM states and ha-manager's display states (pve-ha-manager, tests/fixtures/realdata/cluster/FORMATS.md) in which
 # nothing runs; "queued" and "request_start" may start any moment, so they count as running.
-NOT_RUNNING = ("stopped", "request_stop", "stopping", "disabled", "ignored", "ignore", "error", "not found",
-               "deleting")
+# "stopping" and "request_stop" still run on the node until they have stopped.
+NOT_RUNNING = ("stopped", "disabled", "ignored", "ignore", "error", "not found", "deleting")
 
 
 def parse_ha_status(text):

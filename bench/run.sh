@@ -7,6 +7,7 @@
 #   bench/run.sh                      # full run (N = 1 8 32 64), ~13 min on an idle 2-core machine
 #   BENCH_NS="1 8" BENCH_REPEATS=3 bench/run.sh    # quick run
 #   bench/run.sh tune                 # tuning experiments (bench/tune.py), same sshd and fleet
+#   bench/run.sh batch                # fix.yml serial 1 against pvetune_batch (bench/rollout_batch.py), no sshd
 #
 # Environment:
 #   BENCH_NS           fleet sizes (default "1 8 32 64")
@@ -45,6 +46,10 @@ export PYTHONDONTWRITEBYTECODE=1
 if ! "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
   echo "bench: installing bench/requirements.txt into $VENV"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$TOP/bench/requirements.txt"
+fi
+
+if [[ "${1:-}" == batch ]]; then
+  exec "$VENV/bin/python" "$TOP/bench/rollout_batch.py"
 fi
 
 cleanup() {

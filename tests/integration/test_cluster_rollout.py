@@ -6,11 +6,10 @@ The command-line fix needs a reboot, so with pvetune_reboot_ok every host passes
 maintenance and noout, (a tree never reboots), rejoin, the GPU gates, leave maintenance.  Cases: a node already
 down stops the rollout at the first host with the reason; --check prints the decision and changes nothing in the
 cluster; HA services move away and come back under maintenance, Ceph noout is set and cleared with a wait for
-active+clean; a running guest under refuse; and hosts needing no reboot fixed in batches against one at a time.
+active+clean; a running guest under refuse; and hosts needing no reboot fixed in batches of four.
 """
 import json
 import os
-import time
 
 import pytest
 from clustertrees import make_cluster
@@ -134,46 +133,53 @@ def test_running_guest_under_refuse(tmp_path, cluster):
     message = record(tmp_path, "guest", "pve-gpu01")["failure"]["message"]
     assert "guests pvetune does not manage run on pve-gpu01: vm 400 (db)" in message, message
     assert "ct 101" not in message, "CT 101 is the GPU CT pvetune manages"
-    again = play(tmp_path, "guest-stop", inv, cmdline="--tags cmdline,lxc", pvetune_reboot_ok=True,
-                 pvetune_restart_cts=True, pvetune_running_guests="stop")
+    again = play(tmp_path, "guest-stop", inv, cmdline="--tags cmdline --check", pvetune_reboot_ok=True,
+                 pvetune_running_guests="stop")
     assert again.rc == 0, again.stdout[-3000:]
+    decision = record(tmp_path, "guest-stop", "pve-gpu01")["cluster"]
+    assert decision["allowed"] and [g["vmid"] for g in decision["guests"]] == [400], decision
 
 
 def test_hosts_needing_no_reboot_in_batches_of_four(tmp_path):
-    """12 copies of pve-gpu02 (nothing there needs a reboot), --tags sysctl: serial 1 against pvetune_batch 4, each
-    run on its own 12 fresh trees."""
-    timings = {}
-    for step, extra in (("serial", {}), ("batch", {"pvetune_batch": 4})):
-        base = tmp_path / ("trees-" + step)
-        roots = {"gpu%02d" % i: make_scratch("pve-gpu02", str(base / ("gpu%02d" % i))) for i in range(1, 13)}
-        base.joinpath("inv").mkdir()
-        inv = inventory(base / "inv", roots)
-        start = time.monotonic()
-        run = play(tmp_path, step, inv, cmdline="--tags sysctl", **extra)
-        timings[step] = time.monotonic() - start
-        assert run.rc == 0, run.stdout[-3000:]
-        plays = [e["event_data"]["play"] for e in run.events if e.get("event") == "playbook_on_play_start"]
-        for host in roots:
-            assert record(tmp_path, step, host)["batch_play"] is (step == "batch")
-    assert "Fix the GPU hosts that need no reboot, in batches (pvetune_batch)" in plays
-    print("12 hosts, --tags sysctl: serial 1 %.1f s, batches of 4 %.1f s" % (timings["serial"], timings["batch"]))
-    assert timings["batch"] < timings["serial"] * 0.75, timings
+    """12 copies of pve-gpu02 (nothing there needs a reboot), --tags sysctl, pvetune_batch 4: three batches in
+    inventory order, each batch's hosts through every task together, none handed to the rolling play.  The wall
+    time against serial 1 is a benchmark (bench/run.sh batch), not asserted here."""
+    batch_play = "Fix the GPU hosts that need no reboot, in batches (pvetune_batch)"
+    hosts = ["gpu%02d" % i for i in range(1, 13)]
+    roots = {h: make_scratch("pve-gpu02", str(tmp_path / "trees" / h)) for h in hosts}
+    run = play(tmp_path, "batch", inventory(tmp_path, roots), cmdline="--tags sysctl", pvetune_batch=4)
+    assert run.rc == 0, run.stdout[-3000:]
+    events = [e["event_data"] for e in run.events if e.get("event") in ("runner_on_ok", "runner_on_skipped")
+              and e["event_data"].get("play") == batch_play]
+    span = {h: [i for i, e in enumerate(events) if e["host"] == h] for h in hosts}
+    batches = [hosts[i:i + 4] for i in range(0, 12, 4)]
+    for earlier, later in zip(batches, batches[1:]):   # one batch finishes before the next starts
+        assert max(span[h][-1] for h in earlier) < min(span[h][0] for h in later), [e["host"] for e in events]
+    for batch in batches:                               # and its hosts run each task together
+        first = events[min(span[h][0] for h in batch)]["task"]
+        firsts = [i for i, e in enumerate(events) if e["task"] == first and e["host"] in batch]
+        others = [i for h in batch for i in span[h] if events[i]["task"] != first]
+        assert len(firsts) == 4 and max(firsts) < min(others), [(e["host"], e["task"]) for e in events]
+    for host in hosts:
+        assert record(tmp_path, "batch", host)["batch_play"] is True
+    assert not run.results(task_name=GATE_TASK)
 
 
 def test_a_canary_then_two_at_once_would_break_quorum(tmp_path, cluster):
-    """pvetune_serial [1, 2]: pve-gpu01 alone reboots; pve-gpu04 and pve-gpu05 in one batch count each other as
-    gone (3 - 1 - 1 < 2), so neither reboots and the rollout stops with the reason."""
+    """pvetune_serial [1, 2] (--check, which shows every host's decision): pve-gpu01 alone may reboot; pve-gpu04 and
+    pve-gpu05 in one batch count each other as gone (3 - 1 - 1 < 2), so neither may."""
     inv = inventory(tmp_path, cluster.trees)
-    run = play(tmp_path, "canary", inv, cmdline="--tags cmdline,lxc", pvetune_reboot_ok=True,
-               pvetune_restart_cts=True, pvetune_serial=[1, 2])
-    assert run.rc != 0
-    assert record(tmp_path, "canary", "pve-gpu01")["result"] == "pending-reboot"
+    run = play(tmp_path, "canary", inv, cmdline="--tags cmdline --check", pvetune_reboot_ok=True,
+               pvetune_serial=[1, 2])
+    assert run.rc == 0, run.stdout[-3000:]
+    assert record(tmp_path, "canary", "pve-gpu01")["cluster"]["allowed"]
     for host, other in (("pve-gpu04", "pve-gpu05"), ("pve-gpu05", "pve-gpu04")):
-        rec = record(tmp_path, "canary", host)
-        assert rec["result"] == "failed" and rec["failure"]["task"] == GATE_TASK, rec
+        decision = record(tmp_path, "canary", host)["cluster"]
+        assert not decision["allowed"] and decision["counted_gone"] == [other], decision
         assert "would leave 1 votes (3 now, 1 of its own and 1 of node(s) %d counted as gone)" % (
-            HOSTS.index(other) + 1) in rec["failure"]["message"], rec["failure"]
-        assert not [c for c in cluster.calls(host) if c[:2] == ["ha-manager", "crm-command"]]
+            HOSTS.index(other) + 1) in " ".join(decision["refusals"]), decision
+    msgs = {r["host"]: r["res"]["msg"] for r in run.results(task_name="Cluster decision")}
+    assert "would refuse the reboot (the rollout would stop here)" in msgs["pve-gpu04"], msgs
 
 
 def test_bad_batch_sizes_are_refused_before_any_host(tmp_path, cluster):

@@ -83,7 +83,9 @@ def main():
                                             r["median"] / serial) for r in results]
     with open(args.out + ".md", "w") as handle:
         handle.write("# fix.yml on %d hosts needing no reboot (--tags sysctl, local connection), %s, %d cores\n\n"
-                     % (args.n, doc["date"], doc["cores"]) + "\n".join(rows) + "\n")
+                     "%d repetition(s); 1-minute load average after the runs: %.1f.\n\n"
+                     % (args.n, doc["date"], doc["cores"], args.repeats, doc["loadavg_after"])
+                     + "\n".join(rows) + "\n")
     print("\n".join(rows))
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate docs/checks.md from the check catalogue and the default policy.
+"""Generate docs/checks.md from the check catalogue and the default policy, and docs/variables.md.
 
 The catalogue (module_utils/pvetune/core/catalogue.py CATALOGUE) and the policy
 (module_utils/pvetune/core/policy.py DEFAULT_POLICY, validate_policy) are the only
@@ -9,8 +9,14 @@ rule validate_policy enforces for it and the checks it affects; generation
 fails when a key is missing there (or described but no longer in the policy),
 or when a catalogue template uses a key whose entry does not name that check.
 
-Usage: scripts/gen_docs.py [--output FILE] [--check]
-  --check   do not write; exit 1 when FILE (default docs/checks.md) differs from what would be written
+docs/variables.md, the reference of every playbook variable, comes from the roles' argument specs and the
+variables the playbooks and roles read (scripts/role_vars.py); generation fails when one of those is in no
+argument spec, or when two roles document a variable differently.
+
+Usage: scripts/gen_docs.py [--output FILE] [--variables-output FILE] [--check]
+  --output FILE            docs/checks.md goes to FILE (only that file, unless --variables-output is given too)
+  --variables-output FILE  docs/variables.md goes to FILE (likewise); neither option: both files, in docs/
+  --check                  do not write; exit 1 when a file differs from what would be written
 """
 
 import argparse
@@ -22,7 +28,9 @@ import sys
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "tests"))
+sys.path.insert(0, os.path.join(TOP, "scripts"))
 import conftest  # noqa: E402,F401  (makes ansible.module_utils.pvetune importable)
+import role_vars  # noqa: E402
 from ansible.module_utils.pvetune.core.catalogue import (  # noqa: E402
     CATALOGUE,
     SEVERITIES,
@@ -357,31 +365,53 @@ def _tables():
     return out
 
 
+def _check(path, text):
+    """0 when ``path`` holds ``text``, else 1 with a diff on stderr."""
+    try:
+        with open(path, "r", encoding="utf-8") as handle:
+            current = handle.read()
+    except OSError as exc:
+        current = ""
+        print("%s: %s" % (path, exc.strerror), file=sys.stderr)
+    if current != text:
+        diff = difflib.unified_diff(current.splitlines(True), text.splitlines(True),
+                                    "%s (committed)" % path, "%s (generated)" % path, n=1)
+        sys.stderr.writelines(list(diff)[:80])
+        print("%s is stale: run python scripts/gen_docs.py" % path, file=sys.stderr)
+        return 1
+    print("%s: up to date" % path)
+    return 0
+
+
+def _variables():
+    try:
+        return role_vars.render()
+    except ValueError as exc:
+        raise SystemExit("gen_docs.py: docs/variables.md: %s" % exc)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", default=DEFAULT_OUTPUT)
-    parser.add_argument("--check", action="store_true", help="exit 1 if --output is not up to date; write nothing")
+    parser.add_argument("--output", help="where docs/checks.md goes")
+    parser.add_argument("--variables-output", help="where docs/variables.md goes")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a file is not up to date; write nothing")
     args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        try:
-            with open(args.output, "r", encoding="utf-8") as handle:
-                current = handle.read()
-        except OSError as exc:
-            current = ""
-            print("%s: %s" % (args.output, exc.strerror), file=sys.stderr)
-        if current != text:
-            diff = difflib.unified_diff(current.splitlines(True), text.splitlines(True),
-                                        "%s (committed)" % args.output, "%s (generated)" % args.output, n=1)
-            sys.stderr.writelines(list(diff)[:80])
-            print("%s is stale: run python scripts/gen_docs.py" % args.output, file=sys.stderr)
-            return 1
-        print("%s: up to date" % args.output)
-        return 0
-    with open(args.output, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    print("wrote %s" % args.output)
-    return 0
+    both = args.output is None and args.variables_output is None
+    targets = []
+    if both or args.output:
+        targets.append((args.output or DEFAULT_OUTPUT, render))
+    if both or args.variables_output:
+        targets.append((args.variables_output or role_vars.OUTPUT, _variables))
+    status = 0
+    for path, make in targets:
+        text = make()
+        if args.check:
+            status |= _check(path, text)
+            continue
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        print("wrote %s" % path)
+    return status
 
 
 if __name__ == "__main__":

@@ -6,67 +6,25 @@ import) fails at run time only on the path that reads it: lxc_after.yml runs aft
 takes, so the lab was the first to see it. This test sees it in a second.
 """
 import os
+import sys
 
-import jinja2
 import pytest
 import yaml
-from jinja2 import meta
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "scripts"))
+# The Jinja reader the variable reference uses too (scripts/role_vars.py): one parser of what a template reads.
+from role_vars import ANSIBLE_NAMES, referenced, strings  # noqa: E402
+
 ROLE = os.path.join(TOP, "roles", "pvetune_rollout")
 TASKS = os.path.join(ROLE, "tasks")
-# What Ansible itself provides besides the ansible_* variables (magic variables, lookups, the loop variable). An
-# inventory or extra var a task reads only behind default() or an "is defined" test is allowed where it is read.
-ANSIBLE_NAMES = {"inventory_hostname", "hostvars", "playbook_dir", "groups", "group_names", "item", "omit",
-                 "lookup", "query", "q", "now", "range", "dict"}
-
-
-class _Any(dict):
-    """Every filter and test name exists: the names Ansible adds (bool, to_json, skipped) are not the question."""
-
-    def __contains__(self, name):
-        return True
-
-    def get(self, name, default=None):
-        return dict.get(self, name, lambda value, *args, **kwargs: value)
-
-
-ENV = jinja2.Environment()
-ENV.filters, ENV.tests = _Any(ENV.filters), _Any(ENV.tests)
+# Besides ANSIBLE_NAMES and ansible_*: an inventory or extra var a task reads only behind default() or an
+# "is defined" test is allowed where it is read.
 
 
 def load(name, base=TASKS):
     with open(os.path.join(base, name)) as handle:
         return yaml.safe_load(handle) or []
-
-
-def strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from strings(item)
-
-
-CONDITIONALS = ("when", "failed_when", "changed_when", "until", "that")   # bare expressions, not templates
-
-
-def referenced(value, bare=False):
-    """The root names the Jinja in ``value`` reads (under a conditional key, a string is a bare expression)."""
-    names = set()
-    if isinstance(value, dict):
-        for key, item in value.items():
-            names |= referenced(item, bare or key in CONDITIONALS)
-        return names
-    for text in strings(value):
-        if bare and "{{" not in text:
-            text = "{{ %s }}" % text
-        if "{{" in text or "{%" in text:
-            names |= meta.find_undeclared_variables(ENV.parse(text))
-    return names
 
 
 def walk(tasks, inherited, out, base=TASKS):

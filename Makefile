@@ -1,9 +1,11 @@
 # pvetune — audit and fix Proxmox VE GPU host performance settings.
 #
-#   make audit   set up (venv, deps, collections) and audit the bundled demo fleet
-#   make test    set up everything the tests need and run the whole suite
+#   make audit       set up the run time only (venv with ansible-core) and audit the bundled demo fleet
+#   make test        set up everything the tests need and run the whole suite
+#   make collection  build the collection pvetune.gpuhost (build/dist/pvetune-gpuhost-<version>.tar.gz)
 #
-# Every target runs scripts/bootstrap.sh first, which is idempotent.
+# Every target runs scripts/bootstrap.sh first, which is idempotent: `make audit` and `make collection` with the
+# run-time set (requirements.lock), the others with the development set (requirements-dev.lock).
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 TOP := $(CURDIR)
@@ -13,11 +15,15 @@ export ANSIBLE_CONFIG := $(TOP)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 PYTEST := $(VENV)/bin/python -m pytest
 
-.PHONY: setup setup-containers setup-lab audit test lint unit integration cluster-test sanity molecule lab-test \
+.PHONY: setup setup-runtime setup-containers setup-lab audit collection test lint unit integration cluster-test \
+        sanity molecule lab-test \
         bench fix-demo demo-check docs clean
 
 setup:
 	@scripts/bootstrap.sh
+
+setup-runtime:
+	@scripts/bootstrap.sh runtime
 
 setup-containers:
 	@scripts/bootstrap.sh containers
@@ -26,10 +32,14 @@ setup-lab:
 	@scripts/bootstrap.sh lab
 
 ## The main job: audit the demo fleet (exits non-zero because pve-gpu01 fails, as it should).
-audit: setup
+audit: setup-runtime
 	@rc=0; ansible-playbook audit.yml || rc=$$?; \
 	 echo; echo "Reports: $$(readlink -f reports/latest)/{audit.json,audit.html,junit.xml,summary.txt}"; \
 	 exit $$rc
+
+## The collection tarball (scripts/build_collection.sh: the one layout, which `make sanity` tests too).
+collection: setup-runtime
+	@scripts/build_collection.sh
 
 ## The whole suite, as CI runs it (.ci/run): everything the phases need (podman, fuse3, LXC, the VM lab's
 ## QEMU build deps) is installed first.
@@ -47,8 +57,10 @@ integration: setup
 ## A real 3-node corosync cluster (and 2 nodes + qnetd) in podman containers for the cluster gate (tests/cluster).
 cluster-test: setup-containers
 	$(PYTEST) -q -p no:cacheprovider tests/cluster
+## ansible-test sanity on the built collection, and the collection installed in a fresh venv and used by FQCN.
 sanity: setup
 	scripts/ansible_test_sanity.sh
+	$(PYTEST) -q tests/collection
 molecule: setup-containers
 	scripts/run_molecule.sh
 lab-test: setup-lab

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Set up everything pvetune needs on a fresh Debian machine, idempotently.
 #
-#   scripts/bootstrap.sh                 # venv + Python deps + collections + base apt packages
+#   scripts/bootstrap.sh runtime         # only what pvetune needs to run (make audit): venv + requirements.lock
+#   scripts/bootstrap.sh                 # the development set: venv + requirements-dev.lock + the tests'
+#                                        # collections (requirements-dev.yml) + base apt packages
 #   scripts/bootstrap.sh containers      # ... + podman/runc/lxc/debootstrap for molecule
 #   scripts/bootstrap.sh lab             # ... + QEMU lab prerequisites
 #   scripts/bootstrap.sh bench           # ... + sshd for the fleet benchmark
 #
+# The development set contains the run time (requirements-dev.lock pins every package of requirements.lock the
+# same way), so a development venv also serves `make audit` without a reinstall.
 # Safe to run again: every step checks before it acts. apt runs only for missing
 # packages and only as root (CI runs as root); a non-root run says what is missing.
 set -euo pipefail
@@ -25,11 +29,17 @@ declare -A APT=(
   [bench]="openssh-server openssh-client"
 )
 
-want_pkgs="${APT[base]}"
+PYSET=dev
+groups=()
 for group in "$@"; do
+  if [[ "$group" == runtime ]]; then PYSET=runtime; continue; fi
   [[ -n "${APT[$group]:-}" ]] || { echo "bootstrap: unknown group '$group'" >&2; exit 2; }
-  want_pkgs+=" ${APT[$group]}"
+  groups+=("$group")
 done
+# The run time needs no apt package on the controller (base's pciutils is for setpci on the tests' trees).
+want_pkgs=""
+if [[ $PYSET == dev ]]; then want_pkgs="${APT[base]}"; fi
+for group in "${groups[@]}"; do want_pkgs+=" ${APT[$group]}"; done
 
 missing=()
 for pkg in $want_pkgs; do
@@ -46,16 +56,24 @@ if ((${#missing[@]})); then
   fi
 fi
 
-stamp="$VENV/.pvetune-lock.sha256"
-lock_sum="$(sha256sum "$TOP/requirements.lock" | cut -d' ' -f1)"
 if [[ ! -x "$VENV/bin/python" ]]; then
   echo "bootstrap: creating virtualenv $VENV"
   "$PY" -m venv "$VENV"
 fi
-if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$lock_sum" ]]; then
-  echo "bootstrap: installing Python dependencies from requirements.lock"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$TOP/requirements.lock"
-  echo "$lock_sum" > "$stamp"
+# One stamp per lock file: the sha256 of the lock the venv was last brought up to.
+lock_current() {  # lock_current NAME: the venv has NAME's packages as NAME pins them now
+  [[ -f "$VENV/.pvetune-$1.sha256" && "$(cat "$VENV/.pvetune-$1.sha256")" == "$(sha256sum "$TOP/$1" | cut -d' ' -f1)" ]]
+}
+install_lock() {  # install_lock NAME
+  lock_current "$1" && return 0
+  echo "bootstrap: installing Python dependencies from $1"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$TOP/$1"
+  sha256sum "$TOP/$1" | cut -d' ' -f1 > "$VENV/.pvetune-$1.sha256"
+}
+if [[ $PYSET == runtime ]]; then
+  lock_current requirements-dev.lock || install_lock requirements.lock
+else
+  install_lock requirements-dev.lock
+  # The tests' collections (none is needed at run time).
+  "$VENV/bin/python" "$TOP/scripts/install_collections.py"
 fi
-
-"$VENV/bin/python" "$TOP/scripts/install_collections.py"

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Install the collections listed in requirements.yml without Ansible Galaxy.
+"""Install the collections listed in requirements-dev.yml (the tests' collections) without Ansible Galaxy.
 
 Galaxy is unreachable from the machines this project is built on, but PyPI is
 reachable and the ``ansible`` community package ships every collection we use.
 This script downloads that wheel once (cached under .cache/), and extracts the
 named collections into ./collections/ansible_collections/, which ansible.cfg
 puts on the collections path.  It checks each extracted collection's version
-against the minimum in requirements.yml.
+against the minimum in requirements-dev.yml.
 """
 import argparse
 import json
@@ -23,7 +23,7 @@ TOP = os.path.dirname(HERE)
 
 
 def read_requirements(path):
-    """Return [(name, version spec)] from requirements.yml."""
+    """Return [(name, version spec)] from a requirements file."""
     import yaml  # available in the venv (ansible-core depends on PyYAML)
 
     with open(path, encoding="utf-8") as handle:
@@ -34,7 +34,7 @@ def read_requirements(path):
             item = {"name": item}
         name = item["name"]
         if not re.fullmatch(r"[a-z0-9_]+\.[a-z0-9_]+", name):
-            raise SystemExit("bad collection name in requirements.yml: %r" % name)
+            raise SystemExit("bad collection name in %s: %r" % (path, name))
         out.append((name, str(item.get("version", "*"))))
     return out
 
@@ -45,7 +45,7 @@ def version_tuple(text):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requirements", default=os.path.join(TOP, "requirements.yml"))
+    parser.add_argument("--requirements", default=os.path.join(TOP, "requirements-dev.yml"))
     parser.add_argument("--dest", default=os.path.join(TOP, "collections"))
     parser.add_argument("--cache", default=os.path.join(TOP, ".cache", "wheels"))
     args = parser.parse_args()

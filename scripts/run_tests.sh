@@ -75,7 +75,12 @@ phase_cluster()     { join_prebuild images
 phase_hardening()   { join_prebuild images
                       "$PY" tests/fixtures/corpus/make_corpus.py --check &&
                       "$PY" -m pytest -q -p no:cacheprovider --durations=8 --basetemp="${TMPDIR:-/tmp}/hardening" tests/hardening; }
-phase_sanity()      { scripts/ansible_test_sanity.sh; }
+# The collection: ansible-test sanity on the tarball scripts/build_collection.sh builds, then that tarball installed
+# into a fresh venv (ansible-core only; wheels cached in .cache/wheels/runtime) and used by FQCN (tests/collection).
+phase_sanity()      { local rc=0; scripts/ansible_test_sanity.sh || rc=1
+                      "$PY" -m pytest -q -p no:cacheprovider --durations=8 --basetemp="${TMPDIR:-/tmp}/collection" \
+                        tests/collection || rc=1
+                      return $rc; }
 phase_molecule()    { join_prebuild images; if [[ -x scripts/run_molecule.sh ]]; then scripts/run_molecule.sh; else echo "no molecule scenarios yet"; fi; }
 phase_lab()         { join_prebuild lab; if [[ -x tests/lab/lab-test.sh ]]; then tests/lab/lab-test.sh; else echo "no lab test yet"; fi; }
 

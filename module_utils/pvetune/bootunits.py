@@ -42,11 +42,18 @@ HELPER = "/usr/local/sbin/pvetune-boot"
 UNIT_DIR = "/etc/systemd/system"
 WANTS_DIR = "/etc/systemd/system/multi-user.target.wants"
 CONFIG_DIR = "/etc/pvetune"
-PACKAGE = "ansible.module_utils.pvetune"
+# The package the running module carries this library as: ansible.module_utils.pvetune from the project, the
+# collection's plugins/module_utils path from pvetune.gpuhost (scripts/build_collection.sh rewrites the imports).
+PACKAGE = __name__.rpartition(".")[0]
+# The name the host's copy has, whichever of the two ran the module: the payload's files are read with their
+# imports renamed back to it, so a host fixed from the project or from the collection gets the same bytes (and
+# no drift). Spelt in pieces, as the collection build rewrites the whole dotted name wherever it appears.
+HOST_PACKAGE = ".".join(("ansible", "module_utils", "pvetune"))
 
 # The boot helper; the runtime library is it and everything it imports, found by reading the imports.
 ENTRY_MODULE = "boothelper"
-_IMPORT = re.compile(r"^[ \t]*from ansible\.module_utils\.pvetune((?:\.\w+)*) import (?:\(([^)]*)\)|([^\n#]*))", re.M)
+_IMPORT = re.compile(r"^[ \t]*from " + re.escape(HOST_PACKAGE) + r"((?:\.\w+)*) import (?:\(([^)]*)\)|([^\n#]*))",
+                     re.M)
 
 SUBCOMMANDS = ("cpufreq", "pcie-mrrs", "lxc-gpu")
 
@@ -57,10 +64,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib", "pvetune"))
-from ansible.module_utils.pvetune.boothelper import main  # noqa: E402
+from {package}.boothelper import main  # noqa: E402
 
 sys.exit(main())
-"""
+""".format(package=HOST_PACKAGE)
 
 NAMESPACE_INIT = "# pvetune runtime library namespace (installed by fix.yml; rollback.yml removes it)\n"
 
@@ -140,9 +147,10 @@ def render_unit(subcommand, helper=HELPER):
 
 def _read(get_data, relpath):
     try:
-        return get_data(PACKAGE, relpath)
+        data = get_data(PACKAGE, relpath)
     except (IOError, OSError):
         return None
+    return data if PACKAGE == HOST_PACKAGE or data is None else data.replace(PACKAGE.encode(), HOST_PACKAGE.encode())
 
 
 def library_files(get_data=None):

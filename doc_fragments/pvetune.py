@@ -4,7 +4,7 @@
 """Documentation shared by pvetune's modules.
 
 ansible.cfg's ``doc_fragment_plugins = doc_fragments`` makes this fragment ``pvetune`` (``pvetune.run_id`` for
-RUN_ID, ``pvetune.pve_host`` for PVE_HOST); scripts/ansible_test_sanity.sh renames it to
+RUN_ID, ``pvetune.pve_host`` for PVE_HOST); scripts/build_collection.sh renames it to
 ``pvetune.gpuhost.pvetune`` in the collection it builds. A module that needs more than the shared text says so in
 its own notes, not here.
 """

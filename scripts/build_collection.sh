@@ -33,9 +33,10 @@ cp -r "$TOP"/collection/. "$TOP/README.md" "$TOP/roles" "$TOP/playbooks" "$TOP/d
 
 rewrite='s/ansible\.module_utils\.pvetune/ansible_collections.pvetune.gpuhost.plugins.module_utils.pvetune/g'
 # In the project the doc fragment is `pvetune` (ansible.cfg: doc_fragment_plugins) and a sibling module is
-# `pvetune_<name>` (library/); in the collection both need their FQCN.
+# `pvetune_<name>` (library/: in seealso and M() references); in the collection both need their FQCN.
 docnames='/^extends_documentation_fragment:/,/^[^ -]/ s/^(  - )pvetune(\.[a-z_]+)?$/\1pvetune.gpuhost.pvetune\2/
-/^seealso:/,/^[^ -]/ s/^(  - module: )(pvetune_[a-z_]+)$/\1pvetune.gpuhost.\2/'
+/^seealso:/,/^[^ -]/ s/^(  - module: )(pvetune_[a-z_]+)$/\1pvetune.gpuhost.\2/
+s/M\((pvetune_[a-z_]+)\)/M(pvetune.gpuhost.\1)/g'
 for f in "$TOP"/library/*.py; do
   sed -E -e "$rewrite" -e "$docnames" "$f" > "$COLL/plugins/modules/$(basename "$f")"
 done

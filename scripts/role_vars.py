@@ -244,8 +244,8 @@ def markdown(text):
             return "*%s*" % body
         if kind == "B":
             return "**%s**" % body
-        if kind == "O":
-            return "[`%s`](#%s)" % (body, body)
+        if kind == "O":   # O(name) or O(name=value): the link goes to the name
+            return "[`%s`](#%s)" % (body, body.split("=", 1)[0])
         return "`%s`" % body
     return " ".join(_MARKUP.sub(one, str(text)).split()).replace("|", "\\|")
 

@@ -139,8 +139,8 @@ def test_two_specs_must_agree(tree):
 
 
 def test_markup():
-    assert role_vars.markdown("C(a|b) I(x) B(y) V(refuse) O(pvetune_serial) C(f(x)) RV(changed)") == (
-        "`a\\|b` *x* **y** `refuse` [`pvetune_serial`](#pvetune_serial) `f(x)` `changed`")
+    assert role_vars.markdown("C(a|b) I(x) B(y) V(refuse) O(pvetune_serial) C(f(x)) RV(changed) O(a_b=c)") == (
+        "`a\\|b` *x* **y** `refuse` [`pvetune_serial`](#pvetune_serial) `f(x)` `changed` [`a_b=c`](#a_b)")
 
 
 def test_committed_variables_md_is_up_to_date(found, documented):

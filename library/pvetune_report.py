@@ -17,6 +17,8 @@ description:
     C(<dest>/<timestamp>/), then points C(<dest>/latest) at that directory.
   - A host that could not be audited (unreachable, or pvetune_facts failed) is reported as such, apart from the
     hosts that fail checks; both fail the run (RV(fleet_failed)).
+  - Also writes C(summary.md), a short Markdown summary to paste into a ticket. Every report says what changed on
+    each host since its previous audit under I(dest) (the most recent earlier run directory that audited it).
   - "Runs on the controller (C(delegate_to: localhost)); it writes reports, never host state."
   - In check mode nothing is written; the rendered summary is still returned.
 version_added: "0.1.0"

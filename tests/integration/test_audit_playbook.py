@@ -4,6 +4,7 @@ import os
 import xml.etree.ElementTree as ET
 
 from conftest import DEMO_SNAPSHOTS, TOP, run_playbook, tree_digest
+from scratch_host import make_scratch
 
 FACTS_TASK = "Gather and evaluate every pvetune check in one read-only pass"
 
@@ -84,7 +85,8 @@ def test_demo_fleet_audit(tmp_path, demo_digest):
     # Every host has eight GPUs: one topology matrix each, with the GPUs' model names.
     assert html.count('<table class="topo">') == 5 and ">PIX<" in html
     assert "RTX PRO 6000 Blackwell Server Edition" in html
-    assert html.startswith("<!DOCTYPE html>") and "pve-gpu03" in html and "<script" not in html
+    assert html.startswith("<!DOCTYPE html>") and "pve-gpu03" in html
+    assert html.count("<script") == 1 and "<script src" not in html  # the filter's inline script, nothing fetched
     assert "pve-gpu01" in (latest / "summary.txt").read_text()
 
 
@@ -162,3 +164,56 @@ def test_collect_then_audit_the_snapshots_gives_the_same_results(tmp_path):
 
     assert table(tmp_path / "a") == table(tmp_path / "b")
     assert os.path.isdir(os.path.join(TOP, "demo", "snapshots", "pve-gpu01"))
+
+
+def test_drift_between_two_audits_of_a_host_that_changed(tmp_path):
+    """Audit a scratch copy of pve-gpu02 (passes everything), turn NUMA balancing back on in its tree, audit it
+    again: the second run names the new failure against the first in audit.json, summary.md, audit.html and the
+    fleet summary it prints."""
+    root = make_scratch("pve-gpu02", str(tmp_path / "pve-gpu02"))
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(
+        "all:\n  children:\n    gpu_hosts:\n      hosts:\n        pve-gpu02:\n"
+        "          ansible_connection: local\n          ansible_become: false\n"
+        "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+        "          pvetune_root: %s\n" % root)
+    reports = tmp_path / "reports"
+    (tmp_path / "first").mkdir()
+    first = run_playbook(tmp_path / "first", "audit.yml", inventory=str(inventory),
+                         extravars={"pvetune_report_dir": str(reports)})
+    assert first.rc == 0, first.stdout[-2000:]
+    before = os.path.basename(os.path.realpath(str(reports / "latest")))
+    doc = json.loads((reports / "latest" / "audit.json").read_text())
+    assert doc["hosts"][0]["drift"]["state"] == "first_audit"
+
+    with open(os.path.join(root, "proc/sys/kernel/numa_balancing"), "w") as handle:
+        handle.write("1\n")
+    (tmp_path / "second").mkdir()
+    second = run_playbook(tmp_path / "second", "audit.yml", inventory=str(inventory),
+                          extravars={"pvetune_report_dir": str(reports)})
+    assert second.rc == 2, second.stdout[-2000:]  # numa_balancing is high severity
+    latest = reports / "latest"
+    assert os.path.basename(os.path.realpath(str(latest))) != before
+    doc = json.loads((latest / "audit.json").read_text())
+    drift = doc["hosts"][0]["drift"]
+    assert drift["state"] == "changed" and drift["previous"]["report"] == before
+    assert drift["previous"]["verdict"] == "pass"
+    assert drift["new_failures"] == [{"id": "kernel.numa_balancing", "was": "pass", "now": "fail"}]
+    assert [drift[k] for k in ("fixed", "pending_appeared", "pending_cleared", "other_changes", "new_checks",
+                               "gone_checks")] == [[]] * 6
+    assert doc["drift"]["changed_hosts"] == ["pve-gpu02"]
+
+    summary_md = (latest / "summary.md").read_text()
+    assert "- **pve-gpu02**: 1 failing" in summary_md
+    assert "- **pve-gpu02** (since %s): new failures: `kernel.numa_balancing`" % before in summary_md
+    fix = [c for c in doc["hosts"][0]["checks"] if c["id"] == "kernel.numa_balancing"][0]["fix_command"]
+    assert "  - fix `kernel.numa_balancing`: `%s`" % fix in summary_md
+
+    html = (latest / "audit.html").read_text()
+    assert ('<li>new failures: <a href="#check-pve-gpu02::kernel.numa_balancing">kernel.numa_balancing</a> '
+            '(pass &rarr; fail)</li>') in html
+    assert 'data-host="pve-gpu02" data-verdict="fail" data-drift="changed"' in html
+
+    (msg,) = [e["res"]["msg"] for e in second.results("Fleet summary")]
+    assert "  pve-gpu02  new failures: kernel.numa_balancing (since %s)" % before in msg.splitlines()
+

@@ -18,6 +18,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 SCHEMA_PATH = os.path.join(TOP, "docs", "audit-report.schema.json")
 DEMO = os.path.join(TOP, "demo", "snapshots")
 HOSTS = ("pve-gpu01", "pve-gpu02", "pve-gpu03")
+DEMO_HOSTS = ("pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu04", "pve-gpu05")
 STATUSES = ("pass", "fail", "warn", "pending", "skip", "error")
 GENERATED_AT = "2026-11-29T20:06:52Z"
 INVENTORY = ["/work/main/inventory/demo"]
@@ -45,21 +46,24 @@ def demo_policy():
 
 
 @functools.lru_cache(maxsize=None)
-def _facts_results():
+def _facts_result(host):
     policy = demo_policy()
-    out = {}
-    for host in HOSTS:
-        fs = FsRoot(os.path.join(DEMO, host))
-        facts = gather(fs, None, policy)
-        host_policy = for_host(policy, facts)
-        out[host] = {"changed": False, "root": fs.root, "results": evaluate(facts, host_policy),
-                     "policy": host_policy}
-    return out
+    fs = FsRoot(os.path.join(DEMO, host))
+    facts = gather(fs, None, policy)
+    host_policy = for_host(policy, facts)
+    return {"changed": False, "root": fs.root, "results": evaluate(facts, host_policy), "policy": host_policy}
 
 
 def facts_result(host):
-    """What `register: pvetune_audit` holds for a demo host (the parts the report reads)."""
-    return copy.deepcopy(_facts_results()[host])
+    """What `register: pvetune_audit` holds for a demo host (the parts the report reads); any of the five."""
+    return copy.deepcopy(_facts_result(host))
+
+
+def fleet_entries(count):
+    """Report entries of a fleet of `count` hosts pve-gpu001.. from the five demo hosts' real audits repeated
+    (host i audited like demo host i mod 5): the report at fleet scale without a playbook run."""
+    return [report.entry_from_audit("pve-gpu%03d" % (i + 1), facts_result(DEMO_HOSTS[i % len(DEMO_HOSTS)]))
+            for i in range(count)]
 
 
 def demo_entries():
@@ -114,3 +118,8 @@ def parse_html(text):
 
 def text_of(attrs):
     return "".join(attrs.get("_text", []))
+
+
+def scripts(page):
+    """The texts of the page's script elements: audit.html has one, the filter's (report_html_filter)."""
+    return [text_of(a) for t, a, _ in page.elements if t == "script"]

@@ -4,9 +4,10 @@ import json
 import re
 
 import pytest
-from ansible.module_utils.pvetune import report
+from ansible.module_utils.pvetune import report, report_html
 from ansible.module_utils.pvetune.core.catalogue import CATALOGUE, SEVERITY_RANK
-from reportutil import UNREACHABLE, demo_entries, document, parse_html, text_of
+from ansible.module_utils.pvetune.report_html_filter import filter_script
+from reportutil import UNREACHABLE, demo_entries, document, parse_html, scripts, text_of
 
 # HTML 4's id rule, stricter than HTML5's (no whitespace): what any consumer of a fragment accepts.
 VALID_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
@@ -64,20 +65,30 @@ def test_anchors_are_unique_and_valid_for_any_host_name():
 
 
 def test_the_effective_policy_of_each_host_is_shown(entries):
+    """In full the first time, then as a link to the first host's with the same policy (once at fleet scale)."""
     entries = json.loads(json.dumps(entries))
     entries[0]["policy"]["skip_checks"] = {"nvidia.driver": "</pre><script>alert('policy')</script>"}
+    entries.append(dict(json.loads(json.dumps(entries[1])), host="pve-gpu02b"))  # pve-gpu02's policy again
     page = parse_html(report.render_html(document(entries + [UNREACHABLE])))
-    assert "script" not in page.tags
-    policies = []
+    assert scripts(page) == [filter_script()]
+    full = {}  # policy anchor -> (host section, policy)
     for tag, attrs, inside in page.elements:
         if tag == "pre" and inside[-1][0] == "details" and inside[-1][1].get("class") == "policy":
             section = next(a for t, a in reversed(inside) if t == "section")
-            policies.append((section["id"], json.loads(text_of(attrs))))
-    assert policies == [(report.host_anchor(e["host"]), e["policy"]) for e in entries]  # none for the unreachable
-    assert policies[0][1]["skip_checks"]["nvidia.driver"] == "</pre><script>alert('policy')</script>"
+            full[inside[-1][1]["id"]] = (section["id"], json.loads(text_of(attrs)))
+    shown = dict(full.values())
+    for tag, attrs, inside in page.elements:
+        if tag == "a" and inside[-1][0] == "p" and inside[-1][1].get("class") == "policy muted":
+            section = next(a for t, a in reversed(inside) if t == "section")
+            shown[section["id"]] = full[attrs["href"][1:]][1]
+    assert shown == {report.host_anchor(e["host"]): e["policy"] for e in entries}  # none for the unreachable
+    assert len(full) == len({json.dumps(e["policy"], sort_keys=True) for e in entries}) < len(entries)
+    assert full[report_html.policy_anchor("pve-gpu02")][0] == report.host_anchor("pve-gpu02")  # the first one's
+    assert shown[report.host_anchor("pve-gpu01")]["skip_checks"]["nvidia.driver"] == (
+        "</pre><script>alert('policy')</script>")
     summaries = [text_of(a) for t, a, inside in page.elements
                  if t == "summary" and inside[-1][1].get("class") == "policy"]
-    assert summaries == ["effective policy"] * 3
+    assert summaries == ["effective policy"] * len(full)
 
 
 def test_missing_values_are_an_em_dash_not_none(entries):

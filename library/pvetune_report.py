@@ -13,7 +13,8 @@ module: pvetune_report
 short_description: Write the pvetune fleet audit reports (JSON, HTML, JUnit, text)
 description:
   - Takes the per-host results of the pvetune_facts module and writes C(audit.json) (schema_version 1),
-    a self-contained C(audit.html), C(junit.xml) (one testcase per host and check) and C(summary.txt) into
+    a self-contained C(audit.html), C(junit.xml) (one testcase per host and check), C(summary.txt) and
+    C(pvetune.prom) (the fleet's metrics in the Prometheus text format, for node_exporter's textfile collector) into
     C(<dest>/<timestamp>/), then points C(<dest>/latest) at that directory.
   - A host that could not be audited (unreachable, or pvetune_facts failed) is reported as such, apart from the
     hosts that fail checks; both fail the run (RV(fleet_failed)).

@@ -30,7 +30,7 @@ options:
     description: The playbook being run; its tags are the ones O(run_tags) and O(skip_tags) may name.
     type: str
     required: true
-    choices: [audit, fix, rollback, collect]
+    choices: [audit, fix, rollback, collect, metrics]
   pattern:
     description: The host pattern of the playbook's main play (C(pvetune_hosts), default C(gpu_hosts)).
     type: str
@@ -126,7 +126,7 @@ from ansible.module_utils.pvetune.core.runcheck import check_run
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            playbook=dict(type="str", required=True, choices=["audit", "fix", "rollback", "collect"]),
+            playbook=dict(type="str", required=True, choices=["audit", "fix", "rollback", "collect", "metrics"]),
             pattern=dict(type="str", required=True),
             pattern_hosts=dict(type="list", elements="str", required=True),
             play_hosts=dict(type="list", elements="str", required=True),

@@ -18,7 +18,9 @@ VENV="${PVETUNE_VENV:-$TOP/.venv}"
 PY="${PYTHON:-python3}"
 
 declare -A APT=(
-  [base]="pciutils make"
+  # prometheus: promtool, which checks the metrics pvetune writes (tests/unit/test_report_metrics.py). Debian ships
+  # it only in the server package (no recommends; where policy-rc.d allows, its postinst also starts the server).
+  [base]="pciutils make prometheus"
   # fuse3: fusermount3 and libfuse3 for tests/pmxcfs (the pmxcfs-like test filesystem, via mfusepy)
   [containers]="podman runc debootstrap lxc uidmap fuse3 libfuse3-3"
   # What tests/lab/lab.sh deps installs (HOST_PACKAGES there): stock QEMU (GRUB bake, firmware, qemu-img),

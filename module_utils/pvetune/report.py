@@ -28,6 +28,7 @@ from ansible.module_utils.pvetune.report_drift import TIMESTAMP, attach_drift, r
 from ansible.module_utils.pvetune.report_html import check_anchor, host_anchor, render_html
 from ansible.module_utils.pvetune.report_junit import render_junit
 from ansible.module_utils.pvetune.report_markdown import render_markdown
+from ansible.module_utils.pvetune.report_metrics import TEXTFILE_NAME, render_metrics
 
 __all__ = ["CHECK_IDS", "FIX_STATUSES", "SCHEMA_VERSION", "STATUS_ORDER", "TOOL_VERSION", "VERDICTS",
            "build_document", "check_anchor", "entry_from_audit", "fix_command", "fleet_outcome", "host_anchor",
@@ -96,7 +97,7 @@ def _write(path, text):
 def write_reports(hosts, audits, dest, fail_on="high", run=None, timestamp=None, check_mode=False, now=None,
                   junit_warn_as_failure=False):
     """Render and (unless check_mode) write <dest>/<timestamp>/{audit.json,audit.html,junit.xml,summary.txt,
-    summary.md}
+    summary.md,pvetune.prom}
     and point <dest>/latest at it; each host's drift is against its previous audit under <dest> (report_drift).
     Returns the module result (fleet_outcome's keys, the files, the summary)."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
@@ -117,6 +118,7 @@ def write_reports(hosts, audits, dest, fail_on="high", run=None, timestamp=None,
     text = render_text(doc)
     names = {"audit.json": render_json(doc), "audit.html": render_html(doc), "summary.md": render_markdown(doc),
              "junit.xml": render_junit(doc, warn_as_failure=junit_warn_as_failure), "summary.txt": text}
+    names[TEXTFILE_NAME] = render_metrics(doc)  # pvetune.prom: the fleet's metrics (report_metrics.py)
     if not check_mode:
         if not os.path.isdir(run_dir):
             os.makedirs(run_dir)

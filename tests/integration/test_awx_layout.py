@@ -78,7 +78,7 @@ def test_audit_under_ansible_runner_in_the_awx_layout(tmp_path, monkeypatch):
     # The reports are in the job's copy of the project, where the artifact says.
     assert art["report_dir"].startswith(str(pdd / "project" / "reports") + "/")
     assert sorted(os.path.basename(f) for f in art["files"]) == ["audit.html", "audit.json", "junit.xml",
-                                                                 "summary.md", "summary.txt"]
+                                                                 "pvetune.prom", "summary.md", "summary.txt"]
     assert all(os.path.isfile(f) for f in art["files"])
     assert "CUSTOM STATS" not in stdout  # ansible.cfg show_custom_stats = False: the screen output stays as it was
 

@@ -19,7 +19,7 @@ SSH = "Failed to connect to the host via ssh: ssh: connect to host 10.0.0.9 port
 # Registered pvetune_audit values as the audit play leaves them (ignore_unreachable / ignore_errors).
 UNREACHABLE = {"unreachable": True, "changed": False, "msg": SSH}
 FAILED = {"failed": True, "changed": False, "msg": "root /srv/snap/missing is not a directory"}
-FILES = ["audit.html", "audit.json", "junit.xml", "summary.md", "summary.txt"]
+FILES = ["audit.html", "audit.json", "junit.xml", "pvetune.prom", "summary.md", "summary.txt"]
 NOW = datetime.datetime(2026, 11, 29, 20, 6, 52, tzinfo=datetime.timezone.utc)
 
 

@@ -158,6 +158,7 @@ def test_variables_md_says_what_an_operator_must_see():
         "| [`pvetune_running_guests`](#pvetune_running_guests) | str | `\"refuse\"` | `\"refuse\"` `\"stop\"` | "
         "fix.yml, rollback.yml | `pvetune_rollout` |")
     assert rows["| [`pvetune_root`](#pvetune_root)"].endswith(
-        "| audit.yml, collect.yml, fix.yml, rollback.yml | `pvetune_audit`, `pvetune_fix`, `pvetune_rollout` |")
+        "| audit.yml, collect.yml, fix.yml, metrics.yml, rollback.yml | `pvetune_audit`, `pvetune_fix`, "
+        "`pvetune_metrics`, `pvetune_rollout` |")
     assert "| [`pvetune_reboot_ok`](#pvetune_reboot_ok) | bool | `false` |" in rows[
         "| [`pvetune_reboot_ok`](#pvetune_reboot_ok)"]

@@ -22,11 +22,11 @@ from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
 from ansible.module_utils.pvetune.core.changeset import validate_run_id
 from ansible.module_utils.pvetune.core.policy import PolicyError, merge_policy
 
-PLAYBOOKS = ("audit", "fix", "rollback", "collect")
+PLAYBOOKS = ("audit", "fix", "rollback", "collect", "metrics")
 # The fix role's tags are the catalogue's fix_tag values (tests/unit/test_concern_tags.py holds them so).
 FIX_TAGS = tuple(sorted({c["fix_tag"] for c in CATALOGUE if c.get("fix_tag")}))
 # Tags each playbook's tasks carry; audit.yml and rollback.yml always do the whole job.
-PLAYBOOK_TAGS = {"audit": (), "fix": FIX_TAGS, "rollback": (), "collect": ()}
+PLAYBOOK_TAGS = {"audit": (), "fix": FIX_TAGS, "rollback": (), "collect": (), "metrics": ()}
 # Ansible's own tag: "always" next to a real tag selects nothing more. (--skip-tags always would skip this check
 # itself, which is tagged always; the run then fails on the missing run id.)
 ALWAYS = "always"

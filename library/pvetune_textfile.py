@@ -42,7 +42,7 @@ options:
 attributes:
   check_mode:
     support: full
-    details: Nothing is written or removed; RV(changed) and the diff say what would be.
+    details: Nothing is written or removed; C(changed) and the diff say what would be.
   diff_mode:
     support: full
     details: The file's text before and after.

@@ -117,6 +117,20 @@ def test_the_audit_playbook_by_fqcn_audits_the_demo_fleet_as_the_project_does(us
         assert normalised(ours) == normalised(json.load(handle))
 
 
+def test_the_fix_playbook_by_fqcn_writes_its_plan_records_where_it_runs(user):
+    """fix.yml --check from the installed collection: its plan record goes to ./reports/fix-<run_id>/ in the
+    directory ansible-playbook runs in (the role's default follows playbooks/vars/outputs.yml), not into the
+    collection, which may be read-only."""
+    env, coll, work = user
+    out = run(["ansible-playbook", "pvetune.gpuhost.fix", "-i", DEMO_INVENTORY, "--limit", "pve-gpu01", "--check",
+               "-e", "pvetune_run_id_override=coll-check"], env=env, cwd=str(work))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert not os.path.exists(str(coll / "reports"))
+    with open(str(work / "reports" / "fix-coll-check" / "pve-gpu01.json"), encoding="utf-8") as handle:
+        record = json.load(handle)
+    assert record["record_kind"] == "plan" and record["host"] == "pve-gpu01"
+
+
 def test_pvetune_runtime_by_fqcn_installs_the_projects_boot_helper_and_it_runs(user, tmp_path):
     env, _, work = user
     tree = tmp_path / "host"

@@ -39,7 +39,7 @@ def test_the_walk_reaches_the_playbooks_variables(found):
         assert (name, playbook) in reads
     names = {r[0] for r in found.inputs()}
     assert "pvetune_run_id" in names  # a role default, though a task sets it again
-    assert not names & {"pvetune_rollout_cluster", "pvetune_report_result", "pvetune_output_base",
+    assert not names & {"pvetune_rollout_cluster", "pvetune_report_result",
                         "pvetune_rollback_reboot", "peers", "inventory_hostname"}   # registered, vars, magic
 
 

@@ -18,9 +18,10 @@ VENV="${PVETUNE_VENV:-$TOP/.venv}"
 PY="${PYTHON:-python3}"
 
 declare -A APT=(
-  # prometheus: promtool, which checks the metrics pvetune writes (tests/unit/test_report_metrics.py). Debian ships
-  # it only in the server package (no recommends; where policy-rc.d allows, its postinst also starts the server).
-  [base]="pciutils make prometheus"
+  # nodejs: runs audit.html's filter script in tests/unit/test_report_scale.py. promtool is not an apt package here:
+  # Debian ships it only inside the Prometheus server package, whose postinst enables and starts a server on :9090
+  # and which pulls a dozen JS libraries; the development set takes the one binary out of that .deb (below).
+  [base]="pciutils make nodejs"
   # fuse3: fusermount3 and libfuse3 for tests/pmxcfs (the pmxcfs-like test filesystem, via mfusepy)
   [containers]="podman runc debootstrap lxc uidmap fuse3 libfuse3-3"
   # What tests/lab/lab.sh deps installs (HOST_PACKAGES there): stock QEMU (GRUB bake, firmware, qemu-img),
@@ -79,3 +80,21 @@ else
   # The tests' collections (none is needed at run time).
   "$VENV/bin/python" "$TOP/scripts/install_collections.py"
 fi
+
+# promtool (tests/promtool.py: `promtool check metrics` on the metrics pvetune writes) into the venv, from the
+# Debian prometheus package of this machine's apt sources without installing it: apt-get download needs no root,
+# and the binary needs only libc. Nothing of the package runs.
+install_promtool() {
+  [[ -x "$VENV/bin/promtool" ]] && return 0
+  local tmp; tmp="$(mktemp -d)"
+  if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1); then
+    if [[ $(id -u) -eq 0 ]]; then apt-get update -qq; fi
+    (cd "$tmp" && apt-get download -qq prometheus >/dev/null) || {
+      rm -rf "$tmp"; echo "bootstrap: could not download Debian's prometheus package for promtool" >&2; return 1; }
+  fi
+  echo "bootstrap: promtool from $(basename "$tmp"/prometheus_*.deb) into $VENV/bin"
+  dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -xO ./usr/bin/promtool > "$VENV/bin/promtool.part"
+  chmod 0755 "$VENV/bin/promtool.part" && mv "$VENV/bin/promtool.part" "$VENV/bin/promtool"
+  rm -rf "$tmp"
+}
+if [[ $PYSET == dev ]]; then install_promtool; fi

@@ -21,6 +21,11 @@ description:
   - Checks every selected host's C(pvetune_policy) and reports the invalid ones in one message, grouping the hosts
     that share an error and naming the inventory variable. It does not fail for them; the playbook decides (the
     audit reports such a host as one that could not be audited, the fix refuses the run).
+  - Refuses a run whose C(pvetune_hosts) comes from the inventory (group_vars, host_vars) instead of C(-e), and
+    warns once of a C(pvetune_serial) or C(pvetune_batch) that does, naming the variable, its values and hosts, and
+    what the play keyword uses instead. Play keywords (C(hosts), C(serial)) are templated before any host is known
+    and never see inventory values, while the tasks do; the action plugin of the same name gives O(extra_vars) and
+    O(host_vars).
   - Pure computation on the values it is given; reads and writes nothing.
 version_added: "0.3.0"
 author:
@@ -64,6 +69,26 @@ options:
     description: Each host's C(pvetune_policy) (a mapping, or JSON text), by host name.
     type: dict
     default: {}
+  extra_vars:
+    description:
+      - The names of the run's extra vars (C(-e)), which tell an inventory value from an C(-e) one.
+      - The action plugin pvetune_run_check gives them (C(ansible.utils.vars.load_extra_vars)); unset, the
+        play-keyword variables are not checked.
+    type: list
+    elements: str
+  host_vars:
+    description:
+      - Host name to the values of C(pvetune_hosts), C(pvetune_serial) and C(pvetune_batch) that host has (its
+        hostvars), for O(play_hosts) and localhost. The action plugin gives them.
+    type: dict
+    default: {}
+  play_keywords:
+    description:
+      - Whether the plays after this check template C(hosts) and C(serial) from C(pvetune_hosts),
+        C(pvetune_serial) and C(pvetune_batch) (the playbooks' first play); false in a play of one's own, whose
+        keywords are its own.
+    type: bool
+    default: true
 attributes:
   check_mode:
     support: full
@@ -135,12 +160,16 @@ def main():
             inventory=dict(type="list", elements="str", default=[]),
             run_id=dict(type="str"),
             policies=dict(type="dict", default={}),
+            extra_vars=dict(type="list", elements="str"),
+            host_vars=dict(type="dict", default={}),
+            play_keywords=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
     p = module.params
     result = check_run(p["playbook"], p["pattern"], p["pattern_hosts"], p["play_hosts"], p["run_tags"],
-                       p["skip_tags"], inventory=p["inventory"], run_id=p["run_id"], policies=p["policies"])
+                       p["skip_tags"], inventory=p["inventory"], run_id=p["run_id"], policies=p["policies"],
+                       host_vars=p["host_vars"], extra_vars=p["extra_vars"] if p["play_keywords"] else None)
     for warning in result.pop("warnings"):
         module.warn(warning)
     module.exit_json(changed=False, **result)

@@ -302,7 +302,8 @@ def render(found=None, documented=None, top=TOP):
         "(`pvetune_policy`) are in [checks.md](checks.md#policy-keys). Play keywords (`hosts`, `serial`) are "
         "templated before any host is known, so `pvetune_hosts`, "
         "`pvetune_serial` and `pvetune_batch` must be given as extra vars (`-e`): group_vars and host_vars do not "
-        "reach them.",
+        "reach them (the run check refuses an inventory `pvetune_hosts` and warns of an inventory `pvetune_serial` "
+        "or `pvetune_batch`).",
         "",
         "| variable | type | default | choices | playbooks | documented in |",
         "|---|---|---|---|---|---|",

@@ -1,5 +1,6 @@
 """The run check (core/runcheck.py): a run that would do nothing, or names a bad run id or policy, is refused."""
 import pytest
+from modharness import run_module
 
 from ansible.module_utils.pvetune.core import runcheck
 from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
@@ -113,3 +114,118 @@ def test_a_refusal_is_charged_to_the_hosts_it_concerns(pattern_hosts, play_hosts
 def test_a_policy_as_key_value_text_is_read_as_the_modules_read_it():
     res = run(policies={"pve-gpu01": "pcie_mrrs=4096"})
     assert "pvetune_policy.pcie_mrrs" in res["bad_policy"]["pve-gpu01"]  # k=v gives the string "4096"
+
+
+# -- the play keywords' variables (pvetune_hosts, pvetune_serial, pvetune_batch): -e only --------------------------
+def keywords(playbook="fix", host_vars=None, extra_vars=(), play_hosts=HOSTS + ["localhost", "other"]):
+    """check_run's warnings, or RunRefused with the refusal, for host_vars as the action plugin gives them."""
+    res = check_run(playbook, "gpu_hosts", HOSTS, play_hosts, ["all"], [], host_vars=host_vars or {},
+                    extra_vars=list(extra_vars))
+    if res["refused"]:
+        raise RunRefused(res["refused"])
+    return res["warnings"]
+
+
+ALL = {"pvetune_batch": 10, "pvetune_serial": [1, "20%"]}  # group_vars/all: every host and localhost
+
+
+def test_inventory_serial_and_batch_are_warned_of_naming_value_hosts_and_what_the_play_uses():
+    batch_warning = ("pvetune_batch is 10 (hosts pve-gpu01, pve-gpu02, localhost) in the inventory, but not given "
+                     "with -e: play keywords are templated before any host is known, from the extra vars only, so "
+                     "fix.yml's batch play keeps serial 1 (one host at a time), though its sorting play reads the "
+                     "inventory's value and sends the hosts needing no reboot to it. Give it with -e pvetune_batch=10")
+    warnings = keywords(host_vars=dict.fromkeys(HOSTS + ["localhost", "other"], ALL))
+    assert len(warnings) == 2 and warnings[1] == batch_warning
+    assert warnings[0].startswith('pvetune_serial is [1, "20%"] (hosts pve-gpu01, pve-gpu02, localhost)')
+    assert "fix.yml's rolling play keeps serial 1" in warnings[0]
+    assert warnings[0].endswith("""Give it with -e '{"pvetune_serial": [1, "20%"]}'""")
+
+
+def test_an_extra_var_is_what_the_plays_use_so_it_is_not_warned_of():
+    assert keywords(host_vars=dict.fromkeys(HOSTS + ["localhost"], ALL), extra_vars=ALL) == []
+    warnings = keywords(host_vars=dict.fromkeys(HOSTS, ALL), extra_vars=["pvetune_serial"])
+    assert [w.split()[0] for w in warnings] == ["pvetune_batch"]
+
+
+def test_only_the_hosts_of_the_run_and_localhost_count_for_serial_and_batch():
+    assert keywords(host_vars={"other": ALL}) == []  # outside the pattern
+    assert keywords(host_vars={"localhost": ALL}, play_hosts=HOSTS + ["localhost"])[0].startswith(
+        'pvetune_serial is [1, "20%"] (host localhost)')
+    assert keywords(host_vars={"pve-gpu02": ALL}, play_hosts=["pve-gpu01", "localhost"]) == []  # --limit
+
+
+def test_the_value_the_play_uses_anyway_and_other_playbooks_are_not_warned_of():
+    assert keywords(host_vars={"pve-gpu01": {"pvetune_serial": "1", "pvetune_batch": 1,
+                                             "pvetune_hosts": "gpu_hosts"}}) == []
+    assert keywords("audit", host_vars=dict.fromkeys(HOSTS, ALL)) == []  # its plays have no serial
+    assert [w.split()[0] for w in keywords("rollback", host_vars=dict.fromkeys(HOSTS, ALL))] == ["pvetune_serial"]
+    assert "rollback.yml's play keeps serial 1" in keywords("rollback", host_vars={"pve-gpu01": ALL})[0]
+
+
+def test_different_values_are_grouped_and_the_hint_names_no_one_of_them():
+    warnings = keywords(host_vars={"pve-gpu01": {"pvetune_batch": "25%"}, "pve-gpu02": {"pvetune_batch": 4},
+                                   "localhost": {"pvetune_batch": "25%"}})
+    assert warnings[0].startswith('pvetune_batch is "25%" (hosts pve-gpu01, localhost), 4 (host pve-gpu02) in')
+    assert warnings[0].endswith("Give it with -e pvetune_batch=<value>")
+
+
+@pytest.mark.parametrize("playbook", runcheck.PLAYBOOKS)
+def test_an_inventory_host_pattern_is_refused_wherever_it_is(playbook):
+    """The check read it but the plays act on gpu_hosts: refused, on any host of the play (even outside the run)."""
+    with pytest.raises(RunRefused) as err:
+        keywords(playbook, host_vars={"other": {"pvetune_hosts": "gpu_hosts:!pve-gpu02"}})
+    assert str(err.value) == (
+        'pvetune_hosts is "gpu_hosts:!pve-gpu02" (host other) in the inventory, but not given with -e: play keywords '
+        "are templated before any host is known, from the extra vars only, so %s.yml's plays act on gpu_hosts "
+        "(their hosts keyword) while this check and the tasks read the inventory's pattern. Give it with "
+        "-e 'pvetune_hosts=gpu_hosts:!pve-gpu02' (or remove it from the inventory)" % playbook)
+    assert keywords(playbook, host_vars={"other": {"pvetune_hosts": "rack7"}}, extra_vars=["pvetune_hosts"]) == []
+
+
+def test_without_the_extra_vars_names_the_keywords_are_not_checked():
+    """The module run without its action plugin (or in a play of one's own, play_keywords false) cannot tell."""
+    res = check_run("fix", "gpu_hosts", HOSTS, HOSTS, ["all"], [], host_vars={"pve-gpu01": {"pvetune_hosts": "x"}})
+    assert not res["refused"] and res["warnings"] == []
+
+
+@pytest.mark.parametrize("value,option", [
+    (10, "-e pvetune_batch=10"), ("25%", "-e pvetune_batch=25%"), ("a b", """-e '{"pvetune_batch": "a b"}'"""),
+    (True, """-e '{"pvetune_batch": true}'"""), ([1, 2], """-e '{"pvetune_batch": [1, 2]}'""")])
+def test_the_hint_gives_an_option_that_keeps_the_value(value, option):
+    assert keywords(host_vars={"pve-gpu01": {"pvetune_batch": value}})[0].endswith("Give it with " + option)
+
+
+# -- the action plugin: the extra vars' names and each host's values, then the module ------------------------------
+def test_the_action_plugin_gives_the_module_the_extra_vars_names_and_the_hosts_values(monkeypatch):
+    import importlib.util
+    import os
+    import types
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "action_plugins", "pvetune_run_check.py")
+    spec = importlib.util.spec_from_file_location("pvetune_run_check_action", path)
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    monkeypatch.setattr(plugin, "load_extra_vars", lambda loader: {"pvetune_serial": 2, "other": "x"})
+    task = types.SimpleNamespace(args={"playbook": "fix", "play_hosts": ["pve-gpu01", "down"]}, check_mode=False,
+                                 async_val=0, action="pvetune_run_check")
+    connection = types.SimpleNamespace(_shell=types.SimpleNamespace(tmpdir=None))
+    action = plugin.ActionModule(task, connection, play_context=None, loader=None, templar=None,
+                                 shared_loader_obj=None)
+    sent = {}
+    monkeypatch.setattr(action, "_execute_module", lambda module_args, task_vars: sent.update(module_args) or {})
+    monkeypatch.setattr(action, "_remove_tmp_path", lambda path: None)
+    hostvars = {"pve-gpu01": {"pvetune_batch": 10, "pvetune_policy": {}}, "localhost": {"pvetune_hosts": "r7"}}
+    action.run(task_vars={"hostvars": hostvars})
+    assert sent["extra_vars"] == ["other", "pvetune_serial"]
+    assert sent["host_vars"] == {"pve-gpu01": {"pvetune_batch": 10}, "localhost": {"pvetune_hosts": "r7"}}
+    assert sent["playbook"] == "fix" and task.args == {"playbook": "fix", "play_hosts": ["pve-gpu01", "down"]}
+
+
+def test_the_module_warns_through_ansible_and_skips_the_keywords_in_a_play_of_ones_own():
+    args = {"playbook": "fix", "pattern": "gpu_hosts", "pattern_hosts": HOSTS, "play_hosts": HOSTS,
+            "extra_vars": [], "host_vars": {"pve-gpu01": {"pvetune_serial": 5}}}
+    res = run_module("pvetune_run_check", args)
+    assert not res["refused"]
+    assert res["warnings"][0]["event"]["msg"].startswith("pvetune_serial is 5 (host pve-gpu01)")
+    assert "warnings" not in run_module("pvetune_run_check", dict(args, play_keywords=False))

@@ -9,6 +9,8 @@ say why, warns of ``--skip-tags`` that name a tag nobody has (a typo that skips 
 passes its own ``molecule-notest,notest``, so that cannot be an error), and
 checks every selected host's ``pvetune_policy`` here, once, so a bad policy is reported one time for
 all hosts that share it, by its inventory variable name, instead of once per host by module argument.
+``check_play_keywords`` catches the inventory values of ``pvetune_hosts``, ``pvetune_serial`` and ``pvetune_batch``
+that the plays' ``hosts`` and ``serial`` keywords never see.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,6 +18,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
+import shlex
 
 from ansible.module_utils.common.validation import check_type_dict
 from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
@@ -35,6 +39,26 @@ MOLECULE_SKIP_TAGS = ("molecule-notest", "notest", "molecule-idempotence-notest"
 POLICY_HINT = ("give it in the inventory (group_vars) or, on the command line, as JSON: "
                "-e '{\"pvetune_policy\": {\"kernel_series\": \"6.14\"}}' (an -e value replaces the "
                "inventory's pvetune_policy as a whole; it is not merged with it)")
+DEFAULT_PATTERN = "gpu_hosts"
+# A play's keywords (hosts, serial) are templated once, before any host is known, from the extra vars and the play's
+# own variables: a group_vars or host_vars value never reaches them, while the tasks do read it (this check's
+# pattern, fix.yml's sorting play). Each such variable: {playbook: what its keyword does without -e}, and that
+# fallback's value (the same value in the inventory changes nothing).
+ONE_AT_A_TIME = "keeps serial 1 (one host at a time)"
+DEFAULT_HOSTS = "plays act on %s (their hosts keyword) while this check and the tasks read the inventory's pattern"
+PLAY_KEYWORD_VARS = {
+    "pvetune_hosts": (dict.fromkeys(PLAYBOOKS, DEFAULT_HOSTS % DEFAULT_PATTERN), DEFAULT_PATTERN),
+    "pvetune_serial": ({"fix": "rolling play " + ONE_AT_A_TIME, "rollback": "play " + ONE_AT_A_TIME}, 1),
+    "pvetune_batch": ({"fix": "batch play " + ONE_AT_A_TIME + ", though its sorting play reads the inventory's "
+                              "value and sends the hosts needing no reboot to it"}, 1)}
+# pvetune_hosts is refused, not warned of. It is the scope of the run: this check (policies, the refusals) and the
+# tasks read the inventory's pattern while the plays act on gpu_hosts, every GPU host of the inventory. On a
+# production cluster a run that silently changes and reboots more hosts than the operator wrote down is the one
+# mistake to stop; refusing costs nothing (no host is touched yet) and the fix is one -e. A serial or batch size
+# left out falls back to one host at a time, the slowest and safest rollout: a warning is enough.
+REFUSED_KEYWORD_VARS = ("pvetune_hosts",)
+# A value -e name=value keeps as it is: numbers, percentages, host patterns.
+PLAIN_WORD = re.compile(r"[\w%.:,!&*~/@+-]+\Z")
 
 
 class RunRefused(ValueError):
@@ -43,6 +67,24 @@ class RunRefused(ValueError):
 
 def _shown(items):
     return ", ".join(items) if items else "none"
+
+
+def _some(items, most=10):
+    """The first ``most`` items, then "..."."""
+    return ", ".join(items[:most]) + (", ..." if len(items) > most else "")
+
+
+def _of_hosts(hosts):
+    """ "host a" or "hosts a, b", the first ten."""
+    return "host%s %s" % ("s" if len(hosts) > 1 else "", _some(hosts))
+
+
+def _grouped(by_host):
+    """{host: key} as [(key, [hosts])], in the order each key first appears."""
+    groups = {}
+    for host, key in by_host.items():
+        groups.setdefault(key, []).append(host)
+    return list(groups.items())
 
 
 def selected_hosts(pattern_hosts, play_hosts):
@@ -60,8 +102,7 @@ def check_hosts(pattern, pattern_hosts, play_hosts, inventory):
         raise RunRefused("the host pattern %r matches no host of %s: nothing would be done. Give the GPU hosts "
                          "a group gpu_hosts, or name them with -e pvetune_hosts=<pattern>" % (pattern, where))
     raise RunRefused("--limit leaves none of the %d host(s) of %r (%s): nothing would be done"
-                     % (len(pattern_hosts), pattern, ", ".join(pattern_hosts[:10])
-                        + (", ..." if len(pattern_hosts) > 10 else "")))
+                     % (len(pattern_hosts), pattern, _some(pattern_hosts)))
 
 
 def check_tags(playbook, run_tags, skip_tags):
@@ -96,11 +137,7 @@ def check_policies(policies):
             bad[host] = str(exc)
         except (TypeError, ValueError) as exc:  # a value of an unexpected type deep inside the policy
             bad[host] = "pvetune_policy: %s" % exc
-    groups = {}
-    for host, error in bad.items():
-        groups.setdefault(error, []).append(host)
-    message = "; ".join("%s (host%s %s)" % (err, "s" if len(hosts) > 1 else "", ", ".join(hosts))
-                        for err, hosts in sorted(groups.items(), key=lambda kv: kv[1][0]))
+    message = "; ".join("%s (%s)" % (err, _of_hosts(hosts)) for err, hosts in _grouped(bad))
     return bad, (message + ". " + POLICY_HINT) if bad else ""
 
 
@@ -115,6 +152,41 @@ def _policy_of(value):
     return value
 
 
+def _extra_var_option(name, value):
+    """The -e option that gives ``value`` to ``name``: name=value for a word (-e splits key=value pairs at white
+    space), else JSON (which keeps a list a list and a number a number), shell-quoted."""
+    if isinstance(value, (str, int)) and not isinstance(value, bool) and PLAIN_WORD.match(str(value)):
+        return "-e " + shlex.quote("%s=%s" % (name, value))
+    return "-e " + shlex.quote(json.dumps({name: value}))
+
+
+def check_play_keywords(playbook, hosts, host_vars, extra_vars):
+    """The play-keyword variables (PLAY_KEYWORD_VARS) that hosts have from the inventory but the run was not given
+    as extra vars (``extra_vars``: their names): (refusal text or "", [warning]), one line per variable.
+    ``host_vars``: {host: {variable: value}} for the hosts of the run check's play and localhost. pvetune_serial and
+    pvetune_batch count on ``hosts``, the hosts the run acts on, and localhost (implicit, it gets group_vars/all);
+    pvetune_hosts on every host of host_vars too (wherever it is, it was meant to pick the run's hosts). Hosts are
+    named in that order."""
+    refusals, warnings = [], []
+    for name, (effects, fallback) in PLAY_KEYWORD_VARS.items():
+        if playbook not in effects or name in extra_vars:
+            continue
+        scope = list(hosts) + ["localhost"] + (list(host_vars) if name in REFUSED_KEYWORD_VARS else [])
+        values = {h: host_vars[h][name] for h in dict.fromkeys(scope) if name in host_vars.get(h, {})}
+        values = {h: v for h, v in values.items() if isinstance(v, (list, dict)) or str(v) != str(fallback)}
+        if not values:
+            continue
+        groups = _grouped({h: json.dumps(v, sort_keys=True) for h, v in values.items()})
+        given = ", ".join("%s (%s)" % (value, _of_hosts(hs)) for value, hs in groups)
+        option = _extra_var_option(name, values[groups[0][1][0]]) if len(groups) == 1 else "-e %s=<value>" % name
+        line = ("%s is %s in the inventory, but not given with -e: play keywords are templated before any host is "
+                "known, from the extra vars only, so %s.yml's %s. Give it with %s%s"
+                % (name, given, playbook, effects[playbook], option,
+                   " (or remove it from the inventory)" if name in REFUSED_KEYWORD_VARS else ""))
+        (refusals if name in REFUSED_KEYWORD_VARS else warnings).append(line)
+    return "; ".join(refusals), warnings
+
+
 def charged_hosts(hosts, play_hosts):
     """Who a refused run is charged to: the hosts it would have acted on (and localhost, the controller); with none,
     localhost when --limit kept it, else every host --limit left."""
@@ -124,25 +196,33 @@ def charged_hosts(hosts, play_hosts):
 
 
 def check_run(playbook, pattern, pattern_hosts, play_hosts, run_tags, skip_tags, inventory=(), run_id=None,
-              policies=None):
+              policies=None, host_vars=None, extra_vars=None):
     """The run's verdict: {"hosts", "refused" (why the run must not start, or ""), "charged" (the hosts a refusal
-    fails), "bad_policy": {host: error}, "policy_message", "warnings"}."""
+    fails), "bad_policy": {host: error}, "policy_message", "warnings"}. The play-keyword variables are checked
+    when ``extra_vars`` (the names of the run's extra vars) is given, against ``host_vars`` (check_play_keywords)."""
     try:
         return dict(_check_run(playbook, pattern, pattern_hosts, play_hosts, run_tags, skip_tags, inventory, run_id,
-                               policies), refused="", charged=[])
+                               policies, host_vars, extra_vars), refused="", charged=[])
     except RunRefused as exc:
         hosts = selected_hosts(list(pattern_hosts), list(play_hosts))
         return {"hosts": hosts, "refused": str(exc), "charged": charged_hosts(hosts, list(play_hosts)),
                 "bad_policy": {}, "policy_message": "", "warnings": []}
 
 
-def _check_run(playbook, pattern, pattern_hosts, play_hosts, run_tags, skip_tags, inventory, run_id, policies):
+def _check_run(playbook, pattern, pattern_hosts, play_hosts, run_tags, skip_tags, inventory, run_id, policies,
+               host_vars, extra_vars):
     """check_run's checks; raises RunRefused when the run as a whole must not start (no host, tags that select
-    nothing, a bad run id)."""
+    nothing, a bad run id, an inventory pvetune_hosts)."""
     if playbook not in PLAYBOOKS:
         raise RunRefused("unknown playbook %r (one of %s)" % (playbook, ", ".join(PLAYBOOKS)))
+    keyword_warnings = []
+    if extra_vars is not None:  # before check_hosts: an inventory pvetune_hosts is why its pattern may match nothing
+        refusal, keyword_warnings = check_play_keywords(
+            playbook, selected_hosts(list(pattern_hosts), list(play_hosts)), host_vars or {}, list(extra_vars))
+        if refusal:
+            raise RunRefused(refusal)
     hosts = check_hosts(pattern, list(pattern_hosts), list(play_hosts), inventory)
-    warnings = check_tags(playbook, list(run_tags), list(skip_tags))
+    warnings = keyword_warnings + check_tags(playbook, list(run_tags), list(skip_tags))
     if run_id is not None:
         try:
             validate_run_id(run_id)

@@ -1,0 +1,45 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller side of pvetune_run_check: give the module what only the controller knows, then run it.
+
+A play keyword (hosts, serial) is templated before any host is known, from the extra vars alone, while the tasks
+see the inventory: the module compares the two (core/runcheck.py, check_play_keywords). Only the controller can
+tell an -e value from a group_vars/all one (the implicit localhost gets group_vars/all too): the names of the
+extra vars are ansible-core's own parse of the -e options (load_extra_vars, the VariableManager's source, cached
+for the run), and the values are each host's hostvars.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import ansible.module_utils
+from ansible.plugins.action import ActionBase
+from ansible.utils.vars import load_extra_vars, merge_hash
+
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    # The project's module_utils (ansible.cfg: module_utils = module_utils) for controller-side use.
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils.pvetune.core.runcheck import PLAY_KEYWORD_VARS  # noqa: E402  pylint: disable=wrong-import-position
+
+
+class ActionModule(ActionBase):
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        task_vars = task_vars or {}
+        hostvars = task_vars.get("hostvars") or {}
+        args = dict(self._task.args)
+        args["extra_vars"] = sorted(load_extra_vars(self._loader))
+        args["host_vars"] = {}
+        for host in list(args.get("play_hosts") or []) + ["localhost"]:
+            if host in hostvars:  # localhost too, even when implicit
+                found = hostvars[host]
+                args["host_vars"][host] = {name: found[name] for name in PLAY_KEYWORD_VARS if name in found}
+        result = merge_hash(result, self._execute_module(module_args=args, task_vars=task_vars))
+        self._remove_tmp_path(self._connection._shell.tmpdir)  # as the normal action plugin does
+        return result

@@ -10,6 +10,7 @@ import tempfile
 
 from modharness import load_library_module, run_module  # noqa: F401  (tests/modharness.py)
 from privdrop import NOBODY, public_tmpdir, rmtree, run_as_nobody  # noqa: F401  (tests/privdrop.py; used by the hardening tests)
+from treeinventory import write_inventory  # noqa: F401  (tests/treeinventory.py; used by the hardening tests)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
@@ -179,24 +180,6 @@ def run_playbook(workdir, playbook, inventory, extravars=None, cmdline=None, env
         settings={"suppress_ansible_output": True})
     stdout = result.stdout.read() if result.stdout else ""
     return PlaybookRun(result.rc, result.status, events, stdout)
-
-
-def write_inventory(path, roots, extra_host_vars=None, group_vars=None):
-    """An inventory of tree hosts (local connection) in group gpu_hosts; ``roots``: {host: tree}."""
-    lines = ["all:", "  children:", "    gpu_hosts:", "      vars:", "        ansible_connection: local",
-             "        ansible_become: false", "        ansible_python_interpreter: '{{ ansible_playbook_python }}'"]
-    for key, value in (group_vars or {}).items():
-        lines.append("        %s: %s" % (key, json.dumps(value)))
-    lines.append("      hosts:")
-    for host, root in roots.items():
-        lines.append("        %s:" % host)
-        if root is not None:
-            lines.append("          pvetune_root: %s" % json.dumps(root))
-        for key, value in ((extra_host_vars or {}).get(host) or {}).items():
-            lines.append("          %s: %s" % (key, json.dumps(value)))
-    with open(path, "w") as handle:
-        handle.write("\n".join(lines) + "\n")
-    return path
 
 
 def no_traceback(obj):

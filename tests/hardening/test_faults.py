@@ -132,7 +132,7 @@ def _three_host_rollout(hardening_tmp, tree, first_host_vars, extravars, cmdline
     if first_root is None and "ansible_connection" not in first_host_vars:
         roots["pve-first"] = tree("pve-gpu01", "rollout-first")
     inventory = lib.write_inventory(os.path.join(hardening_tmp, "rollout-%d.yml" % time.monotonic_ns()), roots,
-                                    extra_host_vars={"pve-first": first_host_vars})
+                                    host_vars={"pve-first": first_host_vars})
     untouched = {h: lib.digest(roots[h]) for h in ("pve-second", "pve-third")}
     report_dir = os.path.join(hardening_tmp, "reports-rollout-%d" % time.monotonic_ns())
     run = lib.run_playbook(hardening_tmp, "fix.yml", inventory, cmdline=cmdline,

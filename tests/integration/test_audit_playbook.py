@@ -5,6 +5,7 @@ import xml.etree.ElementTree as ET
 
 from conftest import DEMO_SNAPSHOTS, TOP, run_playbook, tree_digest
 from scratch_host import make_scratch
+from treeinventory import write_inventory
 
 FACTS_TASK = "Gather and evaluate every pvetune check in one read-only pass"
 
@@ -171,12 +172,7 @@ def test_drift_between_two_audits_of_a_host_that_changed(tmp_path):
     again: the second run names the new failure against the first in audit.json, summary.md, audit.html and the
     fleet summary it prints."""
     root = make_scratch("pve-gpu02", str(tmp_path / "pve-gpu02"))
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(
-        "all:\n  children:\n    gpu_hosts:\n      hosts:\n        pve-gpu02:\n"
-        "          ansible_connection: local\n          ansible_become: false\n"
-        "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
-        "          pvetune_root: %s\n" % root)
+    inventory = write_inventory(tmp_path / "inventory.yml", {"pve-gpu02": root})
     reports = tmp_path / "reports"
     (tmp_path / "first").mkdir()
     first = run_playbook(tmp_path / "first", "audit.yml", inventory=str(inventory),

@@ -15,21 +15,15 @@ import pytest
 from clustertrees import make_cluster
 from conftest import run_playbook
 from scratch_host import make_scratch
+from treeinventory import write_inventory
 
 HOSTS = ["pve-gpu01", "pve-gpu04", "pve-gpu05"]   # the demo hosts whose command-line fix needs a reboot
 ROLLING = "Fix GPU hosts, one at a time (pvetune_serial)"
 GATE_TASK = "Cluster gate - decide, then HA maintenance and Ceph noout (a refusal stops the rollout with the reason)"
 
 
-def inventory(tmp_path, roots, extra=""):
-    lines = ["all:", "  children:", "    gpu_hosts:", "      vars:", "        ansible_connection: local",
-             "        ansible_become: false", "        ansible_python_interpreter: '{{ ansible_playbook_python }}'",
-             "      hosts:"]
-    for host, root in roots.items():
-        lines += ["        %s:" % host, "          pvetune_root: %s" % root]
-    path = tmp_path / "inventory.yml"
-    path.write_text("\n".join(lines) + "\n" + extra)
-    return str(path)
+def inventory(tmp_path, roots):
+    return write_inventory(str(tmp_path / "inventory.yml"), roots)
 
 
 def play(tmp_path, step, inv, cmdline="--tags cmdline", **extravars):

@@ -10,6 +10,7 @@ import shutil
 import pytest
 from conftest import DEMO_SNAPSHOTS, run_playbook
 from scratch_host import make_scratch
+from treeinventory import write_inventory
 
 HOSTS = ("pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu04", "pve-gpu05")
 # pve-gpu04 lets the fix clear ACS (the policy is opt-in); its eight switch downstream ports:
@@ -56,15 +57,8 @@ def fleet(tmp_path_factory):
     roots = {}
     for host in HOSTS:
         roots[host] = make_scratch(host, os.path.join(base, host))
-    inventory = os.path.join(base, "inventory.yml")
-    with open(inventory, "w") as handle:
-        handle.write("all:\n  children:\n    gpu_hosts:\n      vars:\n        ansible_connection: local\n"
-                     "        ansible_become: false\n"
-                     "        ansible_python_interpreter: '{{ ansible_playbook_python }}'\n      hosts:\n")
-        for host in HOSTS:
-            handle.write("        %s:\n          pvetune_root: %s\n" % (host, roots[host]))
-            if host == "pve-gpu04":
-                handle.write("          pvetune_policy: {pcie_acs_fix: true}\n")
+    inventory = write_inventory(os.path.join(base, "inventory.yml"), roots,
+                                host_vars={"pve-gpu04": {"pvetune_policy": {"pcie_acs_fix": True}}})
     originals = {h: files_of(roots[h]) for h in HOSTS}
     return {"base": base, "roots": roots, "inventory": inventory, "originals": originals}
 

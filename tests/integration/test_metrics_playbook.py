@@ -14,6 +14,7 @@ import pytest
 from conftest import TOP, run_playbook, tree_digest
 from promtool import promtool_check
 from scratch_host import make_scratch
+from treeinventory import write_inventory
 
 from ansible.module_utils.pvetune.report_metrics import render_metrics
 
@@ -30,14 +31,8 @@ def fleet(tmp_path_factory):
     for host in HOSTS:
         roots[host] = make_scratch(host, str(base / host))
         os.makedirs(os.path.join(roots[host], TEXTFILE_DIR))   # what prometheus-node-exporter's package creates
-    inventory = base / "inventory.yml"
-    lines = ["all:", "  children:", "    gpu_hosts:", "      vars:", "        ansible_connection: local",
-             "        ansible_become: false", "        ansible_python_interpreter: '{{ ansible_playbook_python }}'",
-             "      hosts:"]
-    for host in HOSTS:
-        lines += ["        %s:" % host, "          pvetune_root: %s" % roots[host]]
-    inventory.write_text("\n".join(lines) + "\n")
-    return {"base": base, "roots": roots, "inventory": str(inventory), "reports": str(base / "reports")}
+    inventory = write_inventory(str(base / "inventory.yml"), roots)
+    return {"base": base, "roots": roots, "inventory": inventory, "reports": str(base / "reports")}
 
 
 def textfile(fleet, host):

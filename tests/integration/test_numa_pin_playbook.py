@@ -7,6 +7,7 @@ import os
 
 from conftest import run_playbook
 from scratch_host import make_scratch
+from treeinventory import write_inventory
 
 CONF = "etc/pve/nodes/pve-gpu04/lxc/104.conf"
 
@@ -19,12 +20,8 @@ def play(tmp_path, step, playbook, inventory, **kwargs):
 
 def test_numa_pin_through_fix_yml_then_again_then_rollback(tmp_path):
     root = make_scratch("pve-gpu04", str(tmp_path / "pve-gpu04"))
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(
-        "all:\n  children:\n    gpu_hosts:\n      vars:\n        ansible_connection: local\n"
-        "        ansible_become: false\n        ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
-        "      hosts:\n        pve-gpu04:\n          pvetune_root: %s\n"
-        "          pvetune_policy: {lxc_numa_pin: true}\n" % root)
+    inventory = write_inventory(tmp_path / "inventory.yml", {"pve-gpu04": root},
+                                host_vars={"pve-gpu04": {"pvetune_policy": {"lxc_numa_pin": True}}})
     conf = os.path.join(root, CONF)
     lxc_dir = os.path.dirname(conf)
     before = {n: open(os.path.join(lxc_dir, n), "rb").read() for n in os.listdir(lxc_dir)}

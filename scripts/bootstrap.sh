@@ -89,8 +89,14 @@ install_promtool() {
   local tmp; tmp="$(mktemp -d)"
   if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1); then
     if [[ $(id -u) -eq 0 ]]; then apt-get update -qq; fi
-    (cd "$tmp" && apt-get download -qq prometheus >/dev/null) || {
-      rm -rf "$tmp"; echo "bootstrap: could not download Debian's prometheus package for promtool" >&2; return 1; }
+    if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null); then
+      rm -rf "$tmp"
+      echo "bootstrap: could not download Debian's prometheus package for promtool" >&2
+      # As root (make test, CI) that is an error; a non-root run only says what is missing, as for apt packages
+      # above, and the metrics tests skip without promtool (tests/promtool.py).
+      if [[ $(id -u) -eq 0 ]]; then return 1; fi
+      return 0
+    fi
   fi
   echo "bootstrap: promtool from $(basename "$tmp"/prometheus_*.deb) into $VENV/bin"
   dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -xO ./usr/bin/promtool > "$VENV/bin/promtool.part"

@@ -220,6 +220,10 @@ def test_the_action_plugin_gives_the_module_the_extra_vars_names_and_the_hosts_v
     assert sent["extra_vars"] == ["other", "pvetune_serial"]
     assert sent["host_vars"] == {"pve-gpu01": {"pvetune_batch": 10}, "localhost": {"pvetune_hosts": "r7"}}
     assert sent["playbook"] == "fix" and task.args == {"playbook": "fix", "play_hosts": ["pve-gpu01", "down"]}
+    # A play of one's own checks no keyword: no host's variables are computed for it.
+    task.args = {"playbook": "fix", "play_hosts": ["pve-gpu01"], "play_keywords": False}
+    action.run(task_vars={"hostvars": hostvars})
+    assert sent["host_vars"] == {}
 
 
 def test_the_module_warns_through_ansible_and_skips_the_keywords_in_a_play_of_ones_own():

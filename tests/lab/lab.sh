@@ -30,6 +30,9 @@ set -euo pipefail
 
 LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 W=${LAB_WORK:-$LAB_DIR/work}
+# The built artefacts (patched QEMU, guest image, GRUB-baked base disk) and the lab's SSH key live outside the
+# clone, keyed by recipe hash: a fresh clone (CI) reuses what an earlier run on this machine built (~9 min).
+C=${LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pvetune/lab}
 PORT_BASE=${LAB_PORT_BASE:-22200}
 JOBS=${LAB_JOBS:-2}
 MEM_NODE=${LAB_MEM_PER_NODE_MB:-512}
@@ -67,7 +70,7 @@ TCG=(-accel tcg,thread=multi,tb-size=256)
 # kvm / auto: KVM when /dev/kvm can be opened read-write, else TCG (said so in the log).
 ACCEL=${LAB_ACCEL:-tcg}
 
-KEY=$W/ssh/id_ed25519
+KEY=$C/ssh/id_ed25519
 # ConnectTimeout also bounds the SSH banner exchange: generous, as a TCG guest on a busy 2-core
 # host can take many seconds to answer. Polling loops use lab_ssh_probe (5 s) instead.
 SSH_BASE_OPTS=(-o IdentitiesOnly=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
@@ -113,12 +116,12 @@ safe_rm() {
   done
 }
 
-# cached KIND KEY FUNC [ARGS...]: run FUNC OUTDIR ARGS unless $W/cache/KIND-KEY is complete.
+# cached KIND KEY FUNC [ARGS...]: run FUNC OUTDIR ARGS unless $C/KIND-KEY is complete.
 # Output lands in a .tmp dir that is renamed when FUNC succeeds; older KIND-* entries are pruned.
 cached() {
   local kind=$1 key=$2 fn=$3 t0=$EPOCHREALTIME
   shift 3
-  local dir=$W/cache/$kind-$key
+  local dir=$C/$kind-$key
   if [[ -e $dir/.done ]]; then
     step_done "$kind" "cached ($key)" "$t0"
     return 0
@@ -130,7 +133,7 @@ cached() {
   date -u +%FT%TZ >"$dir.tmp/.done"
   mv "$dir.tmp" "$dir"
   local old
-  for old in "$W/cache/$kind"-*; do
+  for old in "$C/$kind"-*; do
     [[ $old == "$dir" || $old == *.tmp ]] && continue
     if [[ $kind == base ]] && vms_running; then continue; fi   # overlays may still use it
     safe_rm "$old"
@@ -138,12 +141,12 @@ cached() {
   step_done "$kind" "built ($key)" "$t0"
 }
 
-cache_dir() { printf '%s/cache/%s-%s' "$W" "$1" "$2"; }
+cache_dir() { printf '%s/%s-%s' "$C" "$1" "$2"; }
 
 ensure_key() {
   [[ -s $KEY && -s $KEY.pub ]] && return 0
-  mkdir -p "$W/ssh"
-  chmod 700 "$W/ssh"
+  mkdir -p "$C/ssh"
+  chmod 700 "$C/ssh"
   rm -f "$KEY" "$KEY.pub"
   ssh-keygen -q -t ed25519 -N '' -C pvetune-lab -f "$KEY"
 }
@@ -190,26 +193,34 @@ wait_ssh() {
   done
 }
 
-# pid_alive PIDFILE: the PID in the file is a running QEMU started with that pidfile.
-pid_alive() {
-  local f=$1 pid
-  [[ -s $f ]] || return 1
-  pid=$(<"$f")
-  [[ $pid =~ ^[0-9]+$ && -r /proc/$pid/cmdline ]] || return 1
-  tr '\0' '\n' <"/proc/$pid/cmdline" | grep -qxF -- "$f"
+# read_pid PIDFILE: print the PID in the file. QEMU deletes its pidfile when it exits, so the file may vanish
+# between any two commands: a file that is gone (or not a PID) is a VM that is not running, never an error.
+read_pid() {
+  local pid
+  { pid=$(<"$1"); } 2>/dev/null || return 1
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  printf '%s' "$pid"
 }
 
-# stop_pidfile PIDFILE: SIGTERM, then SIGKILL after 15 s; only that PID, never by name.
+# pid_alive PIDFILE [PID]: PID (default: the one in the file) is a running QEMU started with that pidfile.
+pid_alive() {
+  local f=$1 pid=${2:-} cmdline
+  [[ -n $pid ]] || pid=$(read_pid "$f") || return 1
+  { cmdline=$(tr '\0' '\n' <"/proc/$pid/cmdline"); } 2>/dev/null || return 1
+  grep -qxF -- "$f" <<<"$cmdline"
+}
+
+# stop_pidfile PIDFILE: SIGTERM, then SIGKILL after 15 s; only that PID, never by name. The PID is read once,
+# so a QEMU that exits (and removes its pidfile) meanwhile is simply stopped.
 stop_pidfile() {
   local f=$1 pid i
-  if pid_alive "$f"; then
-    pid=$(<"$f")
+  if pid=$(read_pid "$f") && pid_alive "$f" "$pid"; then
     kill -TERM "$pid" 2>/dev/null || true
     for ((i = 0; i < 30; i++)); do
-      pid_alive "$f" || break
+      pid_alive "$f" "$pid" || break
       sleep 0.5
     done
-    if pid_alive "$f"; then kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; fi
+    if pid_alive "$f" "$pid"; then kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; fi
   fi
   rm -f "$f"
 }
@@ -430,7 +441,10 @@ key_aml() { hash_of fn:build_aml file:"$LAB_DIR/lab-pm.asl"; }
 
 cmd_build() {
   local t0=$EPOCHREALTIME
-  mkdir -p "$W/logs" "$W/cache"
+  mkdir -p "$W/logs" "$C"
+  # One build at a time per cache (two clones on one machine share it).
+  exec 8>"$C/.lock"
+  flock 8
   ensure_key
   for c in debootstrap sfdisk mkfs.ext4 iasl qemu-system-x86_64 ssh; do
     command -v "$c" >/dev/null || die "$c missing: run '$0 deps' first"
@@ -656,8 +670,9 @@ cmd_kill() {
   local i=${1:-} f n
   [[ $i =~ ^[0-9]+$ ]] || die "usage: $0 kill N"
   f=$W/vms/vm$i.pid
-  pid_alive "$f" || die "vm$i is not running"
-  kill -KILL "$(<"$f")"
+  local pid
+  pid=$(read_pid "$f") && pid_alive "$f" "$pid" || die "vm$i is not running"
+  kill -KILL "$pid" 2>/dev/null || true
   for ((n = 0; n < 40; n++)); do pid_alive "$f" || break; sleep 0.25; done
   pid_alive "$f" && die "vm$i: QEMU still running after SIGKILL"
   log "vm$i: QEMU killed (power cut)"
@@ -804,12 +819,12 @@ cmd_ssh() {
 
 cmd_status() {
   local f i
-  echo "work dir: $W"
-  for f in "$W"/cache/*; do
+  echo "work dir: $W, cache: $C"
+  for f in "$C"/*; do
     [[ -e $f/.done ]] && echo "cached: ${f##*/} ($(du -sh "$f" | cut -f1), built $(<"$f/.done"))"
   done
   for i in $(running_vms); do
-    echo "running: vm$i port $(port_of "$i") pid $(<"$W/vms/vm$i.pid")"
+    echo "running: vm$i port $(port_of "$i") pid $(read_pid "$W/vms/vm$i.pid" || echo gone)"
   done
 }
 

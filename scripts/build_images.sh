@@ -10,7 +10,7 @@
 # No container registry is reachable from the build machines, so the root file system is made
 # with debootstrap (minbase) and turned into an image with `podman import`.
 #
-# Caching (all under .cache/images/, gitignored):
+# Caching (all under ~/.cache/pvetune/images/, outside the clone so a fresh clone on this machine reuses it):
 #   * the image is left alone when it exists and its recipe label matches;
 #   * else the rootfs tarball rootfs-<release>-<hash>.tar.zst (.tar.gz without zstd) is imported
 #     when present (so `podman rmi` costs an import, ~5 s, not a debootstrap);
@@ -33,7 +33,7 @@ export PATH="/usr/local/sbin:/usr/sbin:/sbin:$PATH"
 export LC_ALL=C.UTF-8
 
 MIRROR="$("$TOP/scripts/apt_mirror.sh")"  # PVETUNE_DEBIAN_MIRROR, else this machine's apt sources
-CACHE="${PVETUNE_IMAGE_CACHE:-$TOP/.cache/images}"
+CACHE="${PVETUNE_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pvetune/images}"
 IMAGE_REPO="localhost/pvetune-host"
 LABEL="org.pvetune.recipe"
 DEFAULT_RELEASES=(bookworm trixie)

@@ -3,7 +3,7 @@
 
 Galaxy is unreachable from the machines this project is built on, but PyPI is
 reachable and the ``ansible`` community package ships every collection we use.
-This script downloads that wheel once (cached under .cache/), and extracts the
+This script downloads that wheel once (cached under ~/.cache/pvetune/wheels), and extracts the
 named collections into ./collections/ansible_collections/, which ansible.cfg
 puts on the collections path.  It checks each extracted collection's version
 against the minimum in requirements-dev.yml.
@@ -47,7 +47,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requirements", default=os.path.join(TOP, "requirements-dev.yml"))
     parser.add_argument("--dest", default=os.path.join(TOP, "collections"))
-    parser.add_argument("--cache", default=os.path.join(TOP, ".cache", "wheels"))
+    # Outside the clone, so a fresh clone (CI) on this machine does not download the ~45 MB wheel again.
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    parser.add_argument("--cache", default=os.path.join(cache_home, "pvetune", "wheels"))
     args = parser.parse_args()
 
     wanted = read_requirements(args.requirements)

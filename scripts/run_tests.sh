@@ -80,7 +80,7 @@ phase_hardening()   { join_prebuild images
                       "$PY" tests/fixtures/corpus/make_corpus.py --check &&
                       "$PY" -m pytest -q -p no:cacheprovider --durations=8 --basetemp="${TMPDIR:-/tmp}/hardening" tests/hardening; }
 # The collection: ansible-test sanity on the tarball scripts/build_collection.sh builds, then that tarball installed
-# into a fresh venv (ansible-core only; wheels cached in .cache/wheels/runtime) and used by FQCN (tests/collection).
+# into a fresh venv (ansible-core only; wheels cached in ~/.cache/pvetune/wheels/runtime) and used by FQCN (tests/collection).
 phase_sanity()      { local rc=0; scripts/ansible_test_sanity.sh || rc=1
                       "$PY" -m pytest -q -p no:cacheprovider --durations=8 --basetemp="${TMPDIR:-/tmp}/collection" \
                         tests/collection || rc=1

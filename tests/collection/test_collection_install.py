@@ -4,7 +4,7 @@ library/ or roles/ path, its own HOME. Every module documents itself by FQCN, th
 demo fleet with the project's result, and pvetune_runtime by FQCN installs a boot helper that runs.
 
 Phase sanity (scripts/run_tests.sh), after ansible-test on the same tarball. The venv's wheels are cached in
-.cache/wheels/runtime/ (downloaded from PyPI the first time, offline after that).
+~/.cache/pvetune/wheels/runtime/ (downloaded from PyPI the first time, offline after that).
 """
 import hashlib
 import json
@@ -16,7 +16,9 @@ import pytest
 from ansible.module_utils.pvetune import bootunits
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-WHEELS = os.path.join(TOP, ".cache", "wheels", "runtime")
+# Outside the clone, so a fresh clone (CI) on this machine installs offline.
+WHEELS = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                      "pvetune", "wheels", "runtime")
 LOCK = os.path.join(TOP, "requirements.lock")
 DEMO_INVENTORY = os.path.join(TOP, "inventory", "demo")
 MODULES = sorted(f[:-3] for f in os.listdir(os.path.join(TOP, "library")) if f.endswith(".py"))

@@ -65,7 +65,9 @@ fi
 
 phase_static()      { "$PY" scripts/demo_fleet.py --check && "$PY" scripts/gen_docs.py --check; }
 phase_lint()        { ruff check . && ansible-lint --offline -q; }
-phase_unit()        { "$PY" -m pytest -q -p no:cacheprovider --durations=8 --basetemp="${TMPDIR:-/tmp}/unit" tests/unit; }
+# Unit tests on both cores too (a file per worker): 2,378 tests, ~260 CPU-s.
+phase_unit()        { "$PY" -m pytest -q -p no:cacheprovider --durations=8 -n "${PVETUNE_TEST_WORKERS:-2}" --dist loadfile \
+                        --basetemp="${TMPDIR:-/tmp}/unit" tests/unit; }
 # The playbook tests on both cores (pytest-xdist), a test file per worker (their module fixtures and numbered steps
 # stay in one process): one playbook run keeps one core busy, so two halve the phase (560 CPU-s, 325 s wall).
 phase_integration() { "$PY" -m pytest -q -p no:cacheprovider --durations=8 -n "${PVETUNE_TEST_WORKERS:-2}" --dist loadfile \
@@ -88,14 +90,20 @@ phase_sanity()      { local rc=0; scripts/ansible_test_sanity.sh || rc=1
 phase_molecule()    { join_prebuild images; if [[ -x scripts/run_molecule.sh ]]; then scripts/run_molecule.sh; else echo "no molecule scenarios yet"; fi; }
 phase_lab()         { join_prebuild lab; if [[ -x tests/lab/lab-test.sh ]]; then tests/lab/lab-test.sh; else echo "no lab test yet"; fi; }
 
+# busy_jiffies: the machine's CPU time in use so far (all cores, /proc/stat), for each phase's "cpu" column: how many
+# of the cores the phase (and anything running beside it, such as a background build) kept busy on average.
+busy_jiffies() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+HZ=$(getconf CLK_TCK)
 start_all=$(date +%s)
 for phase in $PHASES; do
   echo
   echo "=== phase: $phase ==="
-  t0=$(date +%s)
+  t0=$(date +%s); j0=$(busy_jiffies)
   if "phase_$phase"; then status=ok; else status=FAILED; failed+=("$phase"); fi
-  t1=$(date +%s)
-  printf '%-12s %-6s %5ds\n' "$phase" "$status" $((t1 - t0)) | tee -a "$timings"
+  t1=$(date +%s); j1=$(busy_jiffies)
+  printf '%-12s %-6s %5ds  cpu %s cores\n' "$phase" "$status" $((t1 - t0)) \
+    "$(awk -v j=$((j1 - j0)) -v hz="$HZ" -v t=$((t1 - t0)) 'BEGIN { printf "%.2f", (t > 0 ? j / hz / t : 0) }')" \
+    | tee -a "$timings"
 done
 total=$(( $(date +%s) - start_all ))
 echo

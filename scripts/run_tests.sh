@@ -92,6 +92,16 @@ phase_lab()         { join_prebuild lab; if [[ -x tests/lab/lab-test.sh ]]; then
 
 # busy_jiffies: the machine's CPU time in use so far (all cores, /proc/stat), for each phase's "cpu" column: how many
 # of the cores the phase (and anything running beside it, such as a background build) kept busy on average.
+# test_counts LOG: "  tests N passed, N failed, N skipped" summed over the closing lines of the phase's test runners
+# (pytest's "N passed, N skipped in 12.3s", the lab's "N passed, N failed"); nothing when it printed none.
+test_counts() {
+  awk '/^(=+ )?([A-Za-z-]+: )?[0-9]+ (passed|failed)(,| in |$| =)/ {
+         for (i = 1; i < NF; i++) if ($(i) ~ /^[0-9]+$/) { k = $(i + 1); sub(/[,=]+$/, "", k); sub(/^error$/, "errors", k); n[k] += $(i) }
+       }
+       END { out = ""; split("passed failed errors skipped", order, " ")
+             for (i = 1; i <= 4; i++) if (order[i] in n) out = out (out == "" ? "" : ", ") n[order[i]] " " order[i]
+             if (out != "") printf "  tests %s", out }' "$1"
+}
 busy_jiffies() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
 HZ=$(getconf CLK_TCK)
 start_all=$(date +%s)
@@ -99,16 +109,22 @@ for phase in $PHASES; do
   echo
   echo "=== phase: $phase ==="
   t0=$(date +%s); j0=$(busy_jiffies)
-  if "phase_$phase"; then status=ok; else status=FAILED; failed+=("$phase"); fi
+  log="tests/output/phase-$phase.log"
+  # The phase in this shell (a pipe would run it in a subshell, which cannot wait for the prebuilds), its output
+  # also to a log for the test counts.
+  if "phase_$phase" > >(tee "$log") 2>&1; then status=ok; else status=FAILED; failed+=("$phase"); fi
   t1=$(date +%s); j1=$(busy_jiffies)
-  printf '%-12s %-6s %5ds  cpu %s cores\n' "$phase" "$status" $((t1 - t0)) \
+  sleep 0.2   # let tee drain
+  printf '%-12s %-6s %5ds  cpu %s cores%s\n' "$phase" "$status" $((t1 - t0)) \
     "$(awk -v j=$((j1 - j0)) -v hz="$HZ" -v t=$((t1 - t0)) 'BEGIN { printf "%.2f", (t > 0 ? j / hz / t : 0) }')" \
-    | tee -a "$timings"
+    "$(test_counts "$log")" | tee -a "$timings"
 done
 total=$(( $(date +%s) - start_all ))
+printf 'total        %5ds\n' "$total" >> "$timings"
 echo
 echo "=== summary (total ${total}s) ==="
 cat "$timings"
+echo "(the README's table: scripts/phase_table.py --readme README.md --caption '...')"
 if ((${#failed[@]})); then
   echo "FAILED phases: ${failed[*]}"
   exit 1

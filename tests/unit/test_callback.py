@@ -43,7 +43,11 @@ def test_a_play_through_the_callback_prints_only_what_has_something_to_say(tmp_p
         "    - name: Quiet command\n      ansible.builtin.command: 'true'\n      changed_when: false\n"
         "    - name: Loud message\n      ansible.builtin.debug:\n        msg: hello operator\n"
         "    - name: Loud change\n      ansible.builtin.command: 'true'\n      changed_when: true\n"
-        "    - name: Loud include\n      ansible.builtin.include_tasks: inc.yml\n")
+        "    - name: Loud include\n      ansible.builtin.include_tasks: inc.yml\n"
+        # Host-derived text with what a terminal acts on (clear screen, window title, bell, NUL, a CR).
+        "    - name: Hostile text\n      ansible.builtin.fail:\n"
+        "        msg: \"refused: c 509:* rwm \\u001b[2J\\u001b]0;owned\\u0007 nul\\u0000 cr\\r end\"\n"
+        "      ignore_errors: true\n")
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(TOP, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PATH=os.path.dirname(sys.executable) + ":" + os.environ["PATH"])
 
@@ -52,11 +56,24 @@ def test_a_play_through_the_callback_prints_only_what_has_something_to_say(tmp_p
                                "ansible_python_interpreter=%s" % sys.executable, str(play)] + list(extra),
                               cwd=TOP, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+        # Nothing a terminal would act on reaches it: the failed task's [ERROR] line carries its message verbatim
+        # in Ansible 2.19, so the callback escapes what Display prints.
+        for raw in ("\x1b", "\x07", "\x00", "\r"):
+            assert raw not in proc.stdout + proc.stderr, (raw, proc.stdout + proc.stderr)
+        assert "rwm \\x1b[2J\\x1b]0;owned\\x07 nul\\x00 cr\\x0d end" in proc.stdout + proc.stderr
         return proc.stdout
 
     out = run()
     assert "Quiet fact" not in out and "Quiet command" not in out and "Inside the include" not in out
     assert "hello operator" in out and "TASK [Loud change]" in out and "included: " in out
-    assert "failed=0" in out and "changed=1" in out  # the recap still counts every result
+    assert "failed=0" in out and "changed=1" in out and "ignored=1" in out  # the recap still counts every result
     verbose = run("-v")
     assert "TASK [Quiet fact]" in verbose and "TASK [Quiet command]" in verbose
+
+
+def test_escape_controls_keeps_text_and_colour_only_when_asked(plugin):
+    text = "a\tb\nc \x1b[2J \x1b]0;t\x07 \x00 \x7f \x9b \x1b[0;31mred\x1b[0m é"
+    assert plugin.escape_controls(text) == ("a\tb\nc \\x1b[2J \\x1b]0;t\\x07 \\x00 \\x7f \\x9b \\x1b[0;31mred"
+                                            "\\x1b[0m é")
+    assert plugin.escape_controls(text, keep_colour=True) == ("a\tb\nc \\x1b[2J \\x1b]0;t\\x07 \\x00 \\x7f \\x9b "
+                                                              "\x1b[0;31mred\x1b[0m é")

@@ -26,7 +26,8 @@ description:
     what the play keyword uses instead. Play keywords (C(hosts), C(serial)) are templated before any host is known
     and never see inventory values, while the tasks do; the action plugin of the same name gives O(extra_vars) and
     O(host_vars).
-  - Pure computation on the values it is given; reads and writes nothing.
+  - Computation on the values it is given; of the controller's file system it only looks at the directories of
+    O(report_dirs). Writes nothing.
 version_added: "0.3.0"
 author:
   - pvetune contributors (@pvetune)
@@ -82,6 +83,13 @@ options:
         hostvars), for O(play_hosts) and localhost. The action plugin gives them.
     type: dict
     default: {}
+  report_dirs:
+    description:
+      - Host name to the C(pvetune_report_dir) that host's records and reports go to (on the controller), for the
+        playbooks that write them (audit, fix, rollback). A directory that cannot be written or created there, or
+        C(/) itself, refuses the run before any host is touched.
+      - Unset, report directories are not checked.
+    type: dict
   play_keywords:
     description:
       - Whether the plays after this check template C(hosts) and C(serial) from C(pvetune_hosts),
@@ -92,7 +100,7 @@ options:
 attributes:
   check_mode:
     support: full
-    details: Reads, writes and runs nothing in any mode.
+    details: Writes and runs nothing in any mode (it looks at the report directories only).
   diff_mode:
     support: none
     details: Nothing is changed.
@@ -163,13 +171,15 @@ def main():
             extra_vars=dict(type="list", elements="str"),
             host_vars=dict(type="dict", default={}),
             play_keywords=dict(type="bool", default=True),
+            report_dirs=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
     p = module.params
     result = check_run(p["playbook"], p["pattern"], p["pattern_hosts"], p["play_hosts"], p["run_tags"],
                        p["skip_tags"], inventory=p["inventory"], run_id=p["run_id"], policies=p["policies"],
-                       host_vars=p["host_vars"], extra_vars=p["extra_vars"] if p["play_keywords"] else None)
+                       host_vars=p["host_vars"], extra_vars=p["extra_vars"] if p["play_keywords"] else None,
+                       report_dirs=p["report_dirs"])
     for warning in result.pop("warnings"):
         module.warn(warning)
     module.exit_json(changed=False, **result)

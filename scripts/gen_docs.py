@@ -88,7 +88,8 @@ POLICY_DOCS = {
                    "driver in use: `processor.max_cstate=<n>` for acpi_idle (AMD hosts), "
                    "`intel_idle.max_cstate=<n>` for intel_idle (intel_idle ignores processor.max_cstate); it "
                    "must be effective and no deeper idle state enabled.",
-                   "an integer 0-9 (not a boolean, not a string)",
+                   "an integer 1-9 (not a boolean, not a string; 0 is refused: intel_idle.max_cstate=0 disables "
+                   "intel_idle altogether)",
                    ["cpu.cstates"]),
     "numa_balancing": ("Required value of kernel.numa_balancing, at runtime and persisted in sysctl.d.",
                        "the integer 0 or 1 (not a boolean, not a float, not a string)",
@@ -129,7 +130,7 @@ POLICY_DOCS = {
                      "`true` or `false`",
                      ["lxc.resources"]),
     "kernel_series": ("Kernel series the host should run (and boot next); empty disables kernel.version.",
-                      "`<major>.<minor>` (1-2 and 1-3 digits, like `6.14`) or the empty string",
+                      "`<major>.<minor>` (1-2 and 1-3 ASCII digits, like `6.14`) or the empty string",
                       ["kernel.version"]),
     "kernel_package": ("Package that provides the series (named in the remediation).",
                        "a Debian package name: lower-case letters, digits, `.`, `+`, `-`; 2-81 characters, starting "
@@ -142,7 +143,8 @@ POLICY_DOCS = {
                          "a list of plain kernel arguments: `key` or `key=value`; key `[A-Za-z0-9_][A-Za-z0-9_.-]` "
                          "(64 characters at most), value `[A-Za-z0-9_.,:/+@-]` (1-190 characters). No spaces, "
                          "quotes, `$`, `;`, `=` in the value, newlines or other characters a shell or boot loader "
-                         "would interpret",
+                         "would interpret; all of them together at most 1,919 bytes (x86 keeps 2,047 bytes of the "
+                         "command line, the rest is cut at boot; 128 are left for the boot loader's own)",
                          ["boot.cmdline"]),
     "cmdline_forbidden": ("Kernel arguments that must not be configured or effective: a key forbids every value, "
                           "`key=value` only that value.",

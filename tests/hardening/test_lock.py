@@ -89,3 +89,27 @@ def test_lock_released_after_a_failed_run(hardening_tmp):
     assert again.wait(timeout=600) == 0, open(again.log).read()[-3000:]
     assert _holder(root) is None
     lib.rmtree(root)
+
+
+def test_a_record_that_cannot_be_written_still_releases_the_lock(hardening_tmp):
+    """Issue 33 (3): the record step failing (here fix-<run id> exists as a file) skipped the release, and every
+    later run was refused 'another pvetune fix run holds the lock' though none ran. An unusable report directory
+    itself is refused by the run check before any host is touched."""
+    root = lib.scratch("pve-gpu01", hardening_tmp, "lock-norecord")
+    inventory = lib.write_inventory(os.path.join(hardening_tmp, "lock-inventory-3.yml"), {"pve-gpu01": root})
+    before = lib.digest(root)
+    not_a_dir = os.path.join(hardening_tmp, "reports-file")
+    open(not_a_dir, "w").close()
+    refused = _start(hardening_tmp, inventory, "lock-refused", {"pvetune_report_dir": not_a_dir})
+    assert refused.wait(timeout=300) != 0
+    log = open(refused.log).read()
+    assert 'pvetune_report_dir \\"%s\\" cannot be created' % not_a_dir in log, log[-3000:]
+    assert lib.digest(root) == before, "a refused run touched the host"
+    os.makedirs(os.path.join(hardening_tmp, "lock-reports"), exist_ok=True)
+    open(os.path.join(hardening_tmp, "lock-reports", "fix-lock-norecord"), "w").close()  # in the record's way
+    failed = _start(hardening_tmp, inventory, "lock-norecord")
+    assert failed.wait(timeout=600) != 0
+    log = open(failed.log).read()
+    assert "its record could not be written" in log and "lock was released" in log, log[-3000:]
+    assert _holder(root) is None, "a run whose record failed left its lock behind"
+    lib.rmtree(root)

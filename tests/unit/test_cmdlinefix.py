@@ -240,6 +240,22 @@ def test_plan_systemd_boot_edits_only_the_first_line(workdir):
     assert any("first line" in w for w in plan["warnings"])
 
 
+def test_a_change_that_makes_the_command_line_too_long_to_boot_is_refused(workdir):
+    """The kernel keeps 2047 bytes (x86 COMMAND_LINE_SIZE) and cuts the rest at boot, silently: pvetune does not
+    write a configuration whose arguments (the host's and its own) leave the boot loader too little room."""
+    root = workdir / "host"
+    (root / "etc" / "kernel").mkdir(parents=True)
+    long_args = " ".join("opt%02d=%s" % (i, "v" * 91) for i in range(19))   # with root=: 1,887 bytes configured
+    (root / "etc" / "kernel" / "cmdline").write_text("root=ZFS=rpool/ROOT/pve-1 %s\n" % long_args)
+    with pytest.raises(BootConfigError) as info:
+        bootargs_fix.plan_cmdline(FsRoot(str(root)), "systemd-boot", REQUIRED, [])
+    assert "would be 1928 bytes, over the 1919 the kernel keeps on x86" in str(info.value)
+    # Nothing to change: the plan stands (the audit reports the host as it is; pvetune only refuses to write).
+    (root / "etc" / "kernel" / "cmdline").write_text("root=ZFS=rpool/ROOT/pve-1 %s %s\n"
+                                                    % (long_args, " ".join(REQUIRED)))
+    assert bootargs_fix.plan_cmdline(FsRoot(str(root)), "systemd-boot", REQUIRED, [])["files"] == []
+
+
 def test_plan_systemd_boot_without_cmdline_file_is_refused(workdir):
     (workdir / "etc").mkdir()
     with pytest.raises(BootConfigError, match="/etc/kernel/cmdline"):

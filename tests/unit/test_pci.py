@@ -480,6 +480,22 @@ def test_extended_list_problems_do_not_raise():
     empty[0x100:0x104] = b"\x00\x00\x00\x00"
     cfg = parse_config(bytes(empty))
     assert cfg["ext_capabilities"] == [] and cfg["ext_error"] is None
+    struct.pack_into("<I", data, 0xE10, 0xFFC1002A)  # -> 0xffc, which reads all ones: a dead entry
+    struct.pack_into("<I", data, 0xFFC, 0xFFFFFFFF)
+    assert parse_config(bytes(data))["ext_error"] == "extended capability at 0xffc reads 0xffffffff"
+
+
+def test_a_next_pointer_to_an_all_zero_header_ends_the_list():
+    """As the kernel (pci_find_next_ext_capability) and lspci (show_ext_caps) read it: the end, not an error, so
+    the capabilities before it (Resizable BAR among them) are still judged."""
+    whole = parse_config(build_config(**BLACKWELL))
+    data = bytearray(build_config(**BLACKWELL))
+    assert data[0xF00:0xF04] == b"\x00\x00\x00\x00"
+    struct.pack_into("<I", data, 0xE10, 0xF001002A)  # the last entry (PL32) points to 0xf00, all zero
+    cfg = parse_config(bytes(data))
+    assert cfg["ext_error"] is None
+    assert cfg["ext_capabilities"] == whole["ext_capabilities"]
+    assert 0x15 in [cid for cid, _ in cfg["ext_capabilities"]]  # Resizable BAR
 
 
 # =============================================================================

@@ -94,15 +94,17 @@ BAD_VALUES = {
     "scaling_driver_fallback": ["acpi-cpufreq", ["acpi cpufreq"], [1], ["ACPI"], ["acpi-cpufreq\n"], None, {}],
     "governor": ["Performance", "perf ormance", "", "performance\n", "performance;reboot", 0, None, "-performance"],
     "epp": ["balance power", "", "performance\n", None, 3, "POWER"],
-    "max_cstate": [-1, 10, "1", 1.0, True, False, None, [1]],
+    "max_cstate": [0, -1, 10, "1", 1.0, True, False, None, [1]],
     "numa_balancing": [2, -1, "0", 0.0, 1.0, True, False, None],
     "pcie_mrrs": [4095, 8192, 0, "4096", 4096.0, 512.0, True, None, 64],
     "pcie_vendor": ["10de", "0x10DE", "0x10de0", "0x10d", "0x10de\n", "0xzzzz", 0x10de, None],
     "pcie_class_prefix": ["03", "0x", "0x0", "0x03\n", "0X03", "0x0300000", 3, None, "0x03;"],
-    "kernel_series": ["6", "6.14.1", "v6.14", "6.14\n", "6.1234", 6.14, None, "6.14 "],
+    "kernel_series": ["6", "6.14.1", "v6.14", "6.14\n", "6.1234", 6.14, None, "6.14 ", "\uff16.14", "6.\u0661\u0664"],
     "kernel_package": ["", "p", "Proxmox-kernel", "proxmox kernel", "proxmox-kernel-6.14\n", "-x", "pkg;reboot",
                        "$(id)", None, "a" * 90],
-    "cmdline_required": ["amd_pstate=active", [1], None, {"a": 1}] + [[bad] for bad in INJECTIONS],
+    "cmdline_required": ["amd_pstate=active", [1], None, {"a": 1},
+                         # forty valid 194-character arguments: 7,800 bytes, cut at boot past 2047
+                         ["k%02d=%s" % (i, "v" * 190) for i in range(40)]] + [[bad] for bad in INJECTIONS],
     "cmdline_forbidden": ["quiet", [None], ["quiet; reboot"], [["quiet"]], ["nomodeset\n"], ["$(id)"]],
     "lxc_check": [1, 0, "yes", "true", None],
     "cmdline_cpu_args": [1, 0, "yes", None],
@@ -146,7 +148,7 @@ GOOD_VALUES = {
     "scaling_driver_fallback": [[], ["acpi-cpufreq"], ["acpi-cpufreq", "amd-pstate"]],
     "governor": ["performance", "schedutil", "powersave"],
     "epp": ["performance", "balance_performance", "power"],
-    "max_cstate": [0, 1, 9],
+    "max_cstate": [1, 2, 9],
     "numa_balancing": [0, 1],
     "pcie_mrrs": list(MRRS_SIZES),
     "pcie_vendor": ["0x10de", "0x1002"],
@@ -196,3 +198,15 @@ def test_validate_policy_needs_every_key():
 
 def test_policy_error_is_a_value_error():
     assert issubclass(PolicyError, ValueError)
+
+
+def test_a_command_line_too_long_to_boot_is_refused_with_its_length():
+    with pytest.raises(PolicyError) as info:
+        merge_policy({"cmdline_required": ["k%02d=%s" % (i, "v" * 190) for i in range(40)]})
+    assert "the arguments take 7799 bytes, more than the 1919" in str(info.value)
+    # Exactly at the limit: accepted; one byte more: refused.
+    nine = ["k%02d=%s" % (i, "v" * 190) for i in range(9)]
+    merge_policy({"cmdline_required": nine + ["x=" + "v" * 162]})
+    with pytest.raises(PolicyError) as info:
+        merge_policy({"cmdline_required": nine + ["x=" + "v" * 163]})
+    assert "the arguments take 1920 bytes" in str(info.value)

@@ -233,3 +233,40 @@ def test_the_module_warns_through_ansible_and_skips_the_keywords_in_a_play_of_on
     assert not res["refused"]
     assert res["warnings"][0]["event"]["msg"].startswith("pvetune_serial is 5 (host pve-gpu01)")
     assert "warnings" not in run_module("pvetune_run_check", dict(args, play_keywords=False))
+
+
+# -- the report directories (issue 33: a record that cannot be written must not follow a change) -----------------
+def test_report_dirs_that_cannot_take_the_records_refuse_the_run_by_name(tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert runcheck.report_dir_problem(str(reports)) == ""
+    assert runcheck.report_dir_problem(str(tmp_path / "new" / "deeper")) == ""   # created by the run
+    assert runcheck.report_dir_problem("/").startswith("is the root directory")
+    assert runcheck.report_dir_problem(str(tmp_path / ".." / ".." / ".." / ".." / ".." / ".." / "..")) \
+        .startswith("is the root directory")
+    assert runcheck.report_dir_problem(str(afile)) == 'cannot be created: "%s" is not a directory' % afile
+    assert runcheck.report_dir_problem(str(afile / "sub")) == 'cannot be created: "%s" is not a directory' % afile
+    assert runcheck.report_dir_problem("") == "is empty"
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    assert runcheck.report_dir_problem(str(loop))  # a symlink loop is no directory
+    verdict = check_run("fix", "gpu_hosts", ["a", "b"], ["a", "b", "localhost"], ["all"], [],
+                        report_dirs={"a": str(reports), "b": str(afile), "localhost": str(reports), "z": "/"})
+    assert verdict["refused"] == ('pvetune_report_dir "%s" cannot be created: "%s" is not a directory (host b). '
+                                  "Give a writable directory (-e pvetune_report_dir=/path)" % (afile, afile))
+    assert verdict["charged"] == ["a", "b", "localhost"]
+    # Hosts outside the run (z) are not judged; without report_dirs nothing is checked.
+    assert check_run("fix", "gpu_hosts", ["a"], ["a"], ["all"], [], report_dirs={"a": str(reports), "z": "/"})[
+        "refused"] == ""
+    assert check_run("audit", "gpu_hosts", ["a"], ["a"], ["all"], [])["refused"] == ""
+
+
+def test_a_read_only_report_dir_is_refused(tmp_path, monkeypatch):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    # As root every mode bit is writable; a read-only mount is what os.access reports as not writable.
+    monkeypatch.setattr(runcheck.os, "access", lambda path, mode: path != str(reports))
+    assert runcheck.report_dir_problem(str(reports / "fix")) == \
+        'cannot be written: "%s" is read-only (file system or permissions)' % reports

@@ -178,10 +178,14 @@ def plan_cmdline(fsroot, loader, ensure, remove, dropin=grub_edit.DROPIN_PATH):
     Raises BootConfigError (GrubParseError) when the change cannot be planned with certainty.
     """
     if loader == "systemd-boot":
-        return plan_systemd_boot(fsroot, ensure, remove)
-    if loader == "grub":
-        return plan_grub(fsroot, ensure, remove, dropin)
-    raise BootConfigError("unknown boot loader %r" % (loader,))
+        plan = plan_systemd_boot(fsroot, ensure, remove)
+    elif loader == "grub":
+        plan = plan_grub(fsroot, ensure, remove, dropin)
+    else:
+        raise BootConfigError("unknown boot loader %r" % (loader,))
+    if plan["files"]:
+        kernel_cmdline.check_cmdline_length(plan["after"])
+    return plan
 
 
 def detect(fsroot, runner, loader="auto"):

@@ -17,6 +17,7 @@ import copy
 import re
 
 from ansible.module_utils.pvetune.core.catalogue import BY_ID
+from ansible.module_utils.pvetune.formats.kernel_cmdline import MAX_CONFIGURED_CMDLINE
 
 DEFAULT_POLICY = {
     # CPU frequency scaling, per vendor (concerns/cpuprofile.py PSTATE): the P-state driver's mode on AMD
@@ -67,9 +68,10 @@ DEFAULT_POLICY = {
     "skip_checks": {},
 }
 
-# \Z, not $: "$" also matches before a trailing newline, which would let "quiet\n" through.
+# \Z, not $: "$" also matches before a trailing newline, which would let "quiet\n" through. [0-9], not \d: \d
+# also matches other scripts' digits ("６.14" in fullwidth), which validate here and fail later in a command.
 _KEY_ARG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(=[A-Za-z0-9_.,:/+@-]{1,190})?\Z")
-_SERIES = re.compile(r"^(\d{1,2}\.\d{1,3})?\Z")
+_SERIES = re.compile(r"^([0-9]{1,2}\.[0-9]{1,3})?\Z")
 _PACKAGE = re.compile(r"^[a-z0-9][a-z0-9.+-]{1,80}\Z")
 _WORD = re.compile(r"^[a-z][a-z0-9_-]{0,31}\Z")
 _HEX = re.compile(r"^0x[0-9a-f]{2,6}\Z")
@@ -105,8 +107,10 @@ def validate_policy(policy):
     _expect(isinstance(policy["scaling_driver_fallback"], list)
             and all(isinstance(d, str) and _WORD.match(d) for d in policy["scaling_driver_fallback"]),
             "scaling_driver_fallback", "must be a list of driver names")
-    _expect(isinstance(policy["max_cstate"], int) and not isinstance(policy["max_cstate"], bool)
-            and 0 <= policy["max_cstate"] <= 9, "max_cstate", "must be an integer 0-9")
+    # 0 is no limit but the opposite: intel_idle.max_cstate=0 disables intel_idle altogether (and
+    # processor.max_cstate=0 is out of acpi_idle's range), so the deepest allowed state is C1 at least.
+    _expect(_is_int(policy["max_cstate"]) and 1 <= policy["max_cstate"] <= 9, "max_cstate",
+            "must be an integer 1-9 (1 = C1; 0 would disable intel_idle altogether)")
     _expect(_is_int(policy["numa_balancing"]) and policy["numa_balancing"] in (0, 1),
             "numa_balancing", "must be 0 or 1")
     _expect(_is_int(policy["pcie_mrrs"]) and policy["pcie_mrrs"] in MRRS_SIZES, "pcie_mrrs",
@@ -125,6 +129,11 @@ def validate_policy(policy):
         for arg in value:
             _expect(isinstance(arg, str) and _KEY_ARG.match(arg), key,
                     "%r is not a plain kernel argument (key or key=value without spaces or quotes)" % (arg,))
+    length = len(" ".join(policy["cmdline_required"]))
+    _expect(length <= MAX_CONFIGURED_CMDLINE, "cmdline_required",
+            "the arguments take %d bytes, more than the %d of a kernel command line that boots whole on x86 "
+            "(COMMAND_LINE_SIZE 2048, less room for the boot loader's own arguments)"
+            % (length, MAX_CONFIGURED_CMDLINE))
     _expect(policy["gpu_p2p"] in ("auto", "ignore"), "gpu_p2p", "must be auto or ignore")
     _expect(_is_int(policy["lxc_min_cpus_per_gpu"]) and 0 <= policy["lxc_min_cpus_per_gpu"] <= 256,
             "lxc_min_cpus_per_gpu", "must be an integer 0-256 (0 disables the CPU count check)")

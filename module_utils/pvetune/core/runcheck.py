@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 import re
 import shlex
 
@@ -187,6 +188,39 @@ def check_play_keywords(playbook, hosts, host_vars, extra_vars):
     return "; ".join(refusals), warnings
 
 
+def report_dir_problem(path):
+    """Why the controller cannot keep run records under ``path`` (a pvetune_report_dir), or "" when it can: the
+    directory, or the nearest directory above it that exists (the run creates the rest), must be a writable
+    directory, and it must not be "/" itself. Reads the controller's file system only."""
+    if not isinstance(path, str) or not path.strip():
+        return "is empty"
+    real = os.path.realpath(path)
+    if real == os.sep:
+        return "is the root directory (the runs' directories and reports/latest would be written into /)"
+    probe = real
+    while not os.path.lexists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        return "cannot be created: %s is not a directory" % json.dumps(probe)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return "cannot be written: %s is read-only (file system or permissions)" % json.dumps(probe)
+    return ""
+
+
+def check_report_dirs(report_dirs):
+    """RunRefused naming the variable, the path, why and which hosts, for the first unusable report directory of
+    ``report_dirs`` (host -> pvetune_report_dir); checked before any host is touched, so that a run never changes
+    a host and then fails to record it (which left the host's lock held)."""
+    by_dir = {}
+    for host, path in sorted((report_dirs or {}).items()):
+        by_dir.setdefault(path if isinstance(path, str) else "", []).append(host)
+    for path, hosts in sorted(by_dir.items()):
+        problem = report_dir_problem(path)
+        if problem:
+            raise RunRefused("pvetune_report_dir %s %s (%s). Give a writable directory (-e "
+                             "pvetune_report_dir=/path)" % (json.dumps(path), problem, _of_hosts(hosts)))
+
+
 def charged_hosts(hosts, play_hosts):
     """Who a refused run is charged to: the hosts it would have acted on (and localhost, the controller); with none,
     localhost when --limit kept it, else every host --limit left."""
@@ -196,13 +230,17 @@ def charged_hosts(hosts, play_hosts):
 
 
 def check_run(playbook, pattern, pattern_hosts, play_hosts, run_tags, skip_tags, inventory=(), run_id=None,
-              policies=None, host_vars=None, extra_vars=None):
+              policies=None, host_vars=None, extra_vars=None, report_dirs=None):
     """The run's verdict: {"hosts", "refused" (why the run must not start, or ""), "charged" (the hosts a refusal
     fails), "bad_policy": {host: error}, "policy_message", "warnings"}. The play-keyword variables are checked
-    when ``extra_vars`` (the names of the run's extra vars) is given, against ``host_vars`` (check_play_keywords)."""
+    when ``extra_vars`` (the names of the run's extra vars) is given, against ``host_vars`` (check_play_keywords);
+    the report directories when ``report_dirs`` (host -> pvetune_report_dir) is."""
     try:
-        return dict(_check_run(playbook, pattern, pattern_hosts, play_hosts, run_tags, skip_tags, inventory, run_id,
-                               policies, host_vars, extra_vars), refused="", charged=[])
+        verdict = _check_run(playbook, pattern, pattern_hosts, play_hosts, run_tags, skip_tags, inventory, run_id,
+                             policies, host_vars, extra_vars)
+        if report_dirs is not None:
+            check_report_dirs({h: d for h, d in report_dirs.items() if h in verdict["hosts"] or h == "localhost"})
+        return dict(verdict, refused="", charged=[])
     except RunRefused as exc:
         hosts = selected_hosts(list(pattern_hosts), list(play_hosts))
         return {"hosts": hosts, "refused": str(exc), "charged": charged_hosts(hosts, list(play_hosts)),

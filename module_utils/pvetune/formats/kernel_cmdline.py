@@ -31,6 +31,24 @@ class BootConfigError(ValueError):
 # --------------------------------------------------------------------------
 KERNEL_SPACE = " \t\n\v\f\r"  # the kernel's isspace()
 
+# The kernel keeps COMMAND_LINE_SIZE - 1 bytes of its command line and cuts the rest at boot, silently
+# (arch/x86/include/asm/setup.h: 2048). The boot loader adds its own arguments to the configured ones (GRUB:
+# BOOT_IMAGE=/boot/vmlinuz-<version> root=... ro; proxmox-boot-tool: initrd=\EFI\proxmox\<version>\...), so
+# LOADER_RESERVE bytes are left for them.
+COMMAND_LINE_SIZE = 2048
+LOADER_RESERVE = 128
+MAX_CONFIGURED_CMDLINE = COMMAND_LINE_SIZE - 1 - LOADER_RESERVE
+
+
+def check_cmdline_length(args):
+    """Raise BootConfigError when ``args`` (the configured arguments after pvetune's change) are too long to boot."""
+    length = len(" ".join(args).encode("utf-8", "surrogateescape"))
+    if length > MAX_CONFIGURED_CMDLINE:
+        raise BootConfigError(
+            "the configured kernel command line would be %d bytes, over the %d the kernel keeps on x86 "
+            "(COMMAND_LINE_SIZE %d, less %d bytes for what the boot loader adds): the kernel would cut the rest "
+            "at boot, silently; not editing it" % (length, MAX_CONFIGURED_CMDLINE, COMMAND_LINE_SIZE, LOADER_RESERVE))
+
 
 def _split_spans(text):
     """(start, end) of each argument, split as the kernel's next_arg() does."""

@@ -335,8 +335,12 @@ def _walk_ext_capabilities(data):
         if where + 4 > size:
             return caps, "extended capability pointer 0x%03x is outside the %d bytes of config space" % (where, size)
         header = _u32(data, where)
-        if header in (0, 0xFFFFFFFF):
-            # An empty list (0 at 0x100) or, further down, a dead entry.
+        if header == 0:
+            # The end of the list, wherever it is: an empty list at 0x100, or a next pointer to an all-zero header
+            # (the kernel's pci_find_next_ext_capability and lspci's show_ext_caps both stop there).
+            return caps, None
+        if header == 0xFFFFFFFF:
+            # Nothing answers: the whole space at 0x100 (no extended capabilities), or further down a dead entry.
             if where == STD_CONFIG_SIZE:
                 return caps, None
             return caps, "extended capability at 0x%03x reads 0x%08x" % (where, header)

@@ -65,7 +65,7 @@ def test_two_concurrent_runs_do_not_interleave(hardening_tmp):
     record = _record(hardening_tmp, "lock-second")
     assert record["result"] == "failed"
     assert record["failure"]["task"].startswith("Take the host's pvetune lock")
-    assert "another pvetune fix run" in record["failure"]["message"]
+    assert "another pvetune run (fix.yml or rollback.yml)" in record["failure"]["message"]
     assert "lock-first" in record["failure"]["message"]
     assert record["changes"] == dict.fromkeys(record["changes"]), "the refused run changed something"
     assert _record(hardening_tmp, "lock-first")["result"] in ("ok", "pending-reboot")

@@ -62,3 +62,26 @@ def test_bad_input_rejected(tmp_path, kw):
     res = run_module("pvetune_lock", args)
     assert res["failed"] is True
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("content,what", [
+    (b"", "(unreadable lock file: empty)"), (b"null", "(unreadable lock file: a JSON NoneType, not an object)"),
+    (b"[]", "(unreadable lock file: a JSON list, not an object)"), (b"{garbage", "(unreadable lock file: not JSON)"),
+    (b'{"taken_at": "soon"}', "(unreadable lock file: no run id)"),
+    (b'{"run_id": "old", "taken_at": "NaN"}', "old")])
+def test_a_lock_file_pvetune_did_not_write_is_named_and_dated_by_its_file(tmp_path, content, what):
+    """Issue 33 (4): null, [] or nothing in the lock file gave 'run None', an AttributeError text or 'since 1970'."""
+    import os
+    path = tmp_path / "run/pvetune/fix.lock"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    os.utime(str(path), (time.time() - 60, time.time() - 60))
+    res = lock(tmp_path, "run-b")
+    assert res["failed"] is True
+    assert "run %s by" % what in res["msg"], res["msg"]
+    assert "1970" not in res["msg"] and "None" not in res["msg"].replace("NoneType", "")
+    assert " (6" in res["msg"] and " s ago)" in res["msg"]   # its age from the file: about 60 s
+    assert path.read_bytes() == content                         # left as it was
+    # Old enough and asked to: broken like any stale lock.
+    os.utime(str(path), (time.time() - 100000, time.time() - 100000))
+    assert lock(tmp_path, "run-b", break_stale=True)["changed"] is True

@@ -28,18 +28,39 @@ def validate(path, owner):
 
 
 def read_holder(real):
+    """The lock file's holder: a mapping with run_id and taken_at, None when there is no lock file. A file that is
+    not what pvetune writes (empty, not JSON, null, a list, a taken_at that is no time) is still a lock: its holder
+    says what is wrong with it, and dates from the file's modification time."""
     try:
         with open(real, "rb") as handle:
-            return json.loads(handle.read().decode("utf-8") or "{}")
+            data = handle.read()
+        mtime = os.path.getmtime(real)
     except FileNotFoundError:
         return None
+    try:
+        holder = json.loads(data.decode("utf-8"))
     except ValueError:
-        return {"run_id": "(unreadable lock file)", "taken_at": os.path.getmtime(real)}
+        holder = None
+        what = "empty" if not data.strip() else "not JSON"
+    else:
+        what = "a JSON %s, not an object" % type(holder).__name__ if not isinstance(holder, dict) else ""
+    if what:
+        return {"run_id": "(unreadable lock file: %s)" % what, "taken_at": mtime}
+    try:
+        taken_at = float(holder.get("taken_at"))
+    except (TypeError, ValueError):
+        taken_at = None
+    if taken_at is None or taken_at != taken_at or taken_at < 0:   # missing, not a number, NaN
+        holder = dict(holder, taken_at=mtime)
+    if not isinstance(holder.get("run_id"), str) or not holder["run_id"]:
+        holder = dict(holder, run_id="(unreadable lock file: no run id)")
+    return holder
 
 
 def held_message(path, holder, age, stale, stale_after):
     taken_at = float(holder.get("taken_at") or 0)
-    return ("another pvetune fix run holds %s on this host: run %s by %s since %s (%d s ago)%s. Wait for it "
+    return ("another pvetune run (fix.yml or rollback.yml) holds %s on this host: run %s by %s since %s (%d s ago)%s. "
+            "Wait for it "
             "to finish; if it crashed, remove the file or rerun with pvetune_break_stale_lock=true once it "
             "is older than %d s." % (path, holder.get("run_id"), holder.get("owner") or "unknown",
                                      time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(taken_at)),
@@ -68,7 +89,7 @@ def take(real, holder, new, path):
     try:
         fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
-        return True, {"msg": "another pvetune fix run took %s a moment ago: %s" % (path, read_holder(real))}
+        return True, {"msg": "another pvetune run took %s a moment ago: %s" % (path, read_holder(real))}
     with os.fdopen(fd, "w") as handle:
         handle.write(json.dumps(new, sort_keys=True) + "\n")
     return False, {"changed": True, "holder": new}

@@ -167,7 +167,6 @@ facts:
   type: dict
 """
 
-import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -190,11 +189,9 @@ def run_module(module):
     if unknown:
         module.fail_json(msg="unknown check id(s): %s; known: %s" % (", ".join(unknown), ", ".join(sorted(BY_ID))))
     try:
-        fsroot = FsRoot(params["root"])
+        fsroot = FsRoot(params["root"])   # a root that is no directory is refused here, by name
     except ValueError as exc:
-        module.fail_json(msg="root: %s" % exc)
-    if not fsroot.live and not os.path.isdir(fsroot.root):
-        module.fail_json(msg="root %s is not a directory" % params["root"])
+        module.fail_json(msg=str(exc))
     runner = Runner(fsroot, module.run_command)
     started = time.monotonic()
     facts = gather(fsroot, runner, policy)

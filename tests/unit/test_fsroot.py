@@ -75,6 +75,7 @@ def test_relative_host_paths_are_refused(tmp_path):
 
 
 def test_host_path_outside_the_root_is_refused(tmp_path):
+    (tmp_path / "root").mkdir()
     fs = FsRoot(str(tmp_path / "root"))
     with pytest.raises(FsError):
         fs.host_path(str(tmp_path / "elsewhere"))
@@ -366,3 +367,17 @@ def test_permission_denied_names_the_path_as_dropped_root(public_tmp):
     fs = FsRoot(str(root))
     assert fs.read_value("/etc/pve/lxc/101.conf") == "arch: amd64"
     _assert_denied(run_unprivileged(lambda: _read_denied(root)))
+
+
+@pytest.mark.parametrize("make", ["missing", "file", "loop"])
+def test_a_root_that_is_no_directory_is_refused_by_name(tmp_path, make):
+    """Issue 33 (8): a regular file or a symlink loop as pvetune_root was blamed on the policy, then on the lock's
+    release with a raw [Errno 40]."""
+    root = tmp_path / "root"
+    if make == "file":
+        root.write_text("x")
+    elif make == "loop":
+        root.symlink_to(root)
+    with pytest.raises(ValueError) as info:
+        FsRoot(str(root))
+    assert str(info.value) == "root %s is not a directory" % root

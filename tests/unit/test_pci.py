@@ -728,7 +728,10 @@ def test_list_functions_flat_tree_and_bad_values(tmp_path):
     assert fn["current_link_speed"] is None and fn["current_link_speed_raw"] == "Unknown"
     assert fn["max_link_speed"] == "16GT/s"
     assert fn["class_code"] is None and "class: not a hex number: 'garbage'" in fn["error"]
-    assert list_functions(FsRoot(str(tmp_path / "nothing-here"))) == []
+    (tmp_path / "empty").mkdir()
+    assert list_functions(FsRoot(str(tmp_path / "empty"))) == []
+    with pytest.raises(ValueError, match="is not a directory"):
+        FsRoot(str(tmp_path / "nothing-here"))
 
 
 def test_list_functions_absolute_symlinks_stay_in_root(tmp_path):

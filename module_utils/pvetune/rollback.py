@@ -122,8 +122,10 @@ def plan_rollback(changes, manifest, force=False):
             changes.plan_remove(path)
             out["removed"].append(path)
         out["done_paths"].append(path)
-        if is_boot_file(path):
-            out["boot_files"].append(path)
+    # Every boot file the manifest still holds, already original or not: the manifest is trimmed only after a
+    # rollback that completed, so one that is already original was put back by a rollback that died before (or
+    # while) it refreshed the boot loader, whose grub.cfg or ESP entries may still boot pvetune's arguments.
+    out["boot_files"] = sorted(p for p in out["done_paths"] if is_boot_file(p))
     out["runtime"] = runtime_order(manifest.get("runtime", {}))
     return out
 
@@ -205,6 +207,7 @@ def _apply_files(fsroot, runner, changes, plan, refresh, result):
     except WriteFailed as exc:
         raise RunFailed("rollback failed: %s" % exc, **result)
     if plan["boot_files"] and refresh:
+        result["refreshed"] = True
         info, record = bootargs_fix.detect(fsroot, runner)
         if record:
             result["commands"].append(record)
@@ -250,7 +253,9 @@ def run_rollback(fsroot, runner, changes, manifest, params, check_mode):
         result["runtime"], done_runtime = restore_runtime(fsroot, runner, manifest, plan["runtime"], check_mode)
     result["reboot_required"] = bool(plan["boot_files"])
     runtime_changed = any(r["result"] in ("restored", "would restore") for r in result["runtime"])
-    result["changed"] = bool(changes.changed or runtime_changed)
+    # A boot loader refresh (or, in check mode, one that would run) changes what the host boots.
+    result["changed"] = bool(changes.changed or runtime_changed or result.pop("refreshed", False)
+                             or (check_mode and plan["boot_files"] and params["refresh"]))
     if not check_mode:
         remove_created_dirs(fsroot, manifest.get("dirs", []))
         save_remaining(fsroot, changes, manifest, plan["done_paths"], done_runtime)

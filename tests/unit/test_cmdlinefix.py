@@ -541,3 +541,21 @@ def test_documentation_matches_argument_spec():
         assert doc[name].get("choices") == opt.get("choices"), name
         assert doc[name].get("elements") == opt.get("elements"), name
         assert bool(doc[name].get("required")) == bool(opt.get("required")), name
+
+
+def test_a_rollback_killed_before_update_grub_is_finished_by_the_next_rollback(scratch):
+    """Issue 33 (2): killed just after the drop-in was removed (as update-grub started), the re-run rollback found
+    every file original, ran no update-grub and deleted the manifest: grub.cfg kept booting pvetune's arguments."""
+    root = scratch("pve-gpu01")
+    assert cmdline(root)["changed"] is True
+    assert "amd_pstate=active" in read(root, "boot/grub/grub.cfg")
+    os.unlink(os.path.join(root, DROPIN))      # what the killed rollback got done: the file, not update-grub
+    open(os.path.join(root, ".pvetune", "calls.log"), "w").close()
+    res = run_module("pvetune_rollback", {"root": root, "run_id": "rb2"})
+    assert not res.get("failed"), res
+    assert calls(root) == [["update-grub"]]
+    assert "amd_pstate=active" not in read(root, "boot/grub/grub.cfg")
+    assert res["changed"] is True and res["reboot_required"] is True
+    assert not os.path.exists(os.path.join(root, "var/lib/pvetune/manifest.json"))
+    again = run_module("pvetune_rollback", {"root": root, "run_id": "rb3"})   # done: nothing left to refresh
+    assert again["changed"] is False and calls(root) == [["update-grub"]]

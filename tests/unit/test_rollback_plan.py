@@ -100,10 +100,12 @@ def test_clean_host_restores_and_removes_everything(tree):
     assert not os.path.lexists(real(tree, wants + "pvetune-cpufreq.service"))
     assert os.readlink(real(tree, wants + "old.service")) == "/lib/systemd/system/old.service"
     assert load(tree) == manifest  # record=False: the rollback's own writes are not recorded
-    # a second plan on the rolled-back host finds everything already original
+    # a second plan on the rolled-back host, with the manifest not trimmed yet (a rollback killed while update-grub
+    # ran), finds everything already original, and still refreshes the boot loader
     again = plan_rollback(rollback_changes(tree), manifest)
     assert sorted(again["unchanged"]) == sorted(manifest["files"])
-    assert again["restored"] == again["removed"] == again["boot_files"] == []
+    assert again["restored"] == again["removed"] == []
+    assert again["boot_files"] == ["/etc/default/grub", "/etc/default/grub.d/90-pvetune.cfg"]
 
 
 def test_files_in_created_directories_come_first(tree):
@@ -158,7 +160,8 @@ def test_a_file_already_original_or_gone_is_unchanged(tree):
     plan = plan_rollback(changes, manifest)
     assert {"/etc/default/grub", "/etc/default/grub.d/90-pvetune.cfg"} <= set(plan["unchanged"])
     assert {"/etc/default/grub", "/etc/default/grub.d/90-pvetune.cfg"} <= set(plan["done_paths"])
-    assert plan["boot_files"] == []  # nothing to refresh the boot loader for
+    # The boot loader is refreshed all the same: grub.cfg may still carry what the files said before.
+    assert plan["boot_files"] == ["/etc/default/grub", "/etc/default/grub.d/90-pvetune.cfg"]
     assert "/etc/default/grub" not in {f["path"] for f in changes.files}
 
 

@@ -499,9 +499,11 @@ def test_restore_run_after_a_failure_puts_everything_back(tree, monkeypatch):
     after = {p: v for p, v in snapshot(tree).items() if not p.startswith("var")}  # the state dir stays
     assert after == before  # contents, modes (the removed 0640 file too), links; created dirs removed
     assert cs.written == [] and cs.created_dirs == []
-    # the manifest was saved (finally:) and knows the run's state; the failed file has no written_sha256
+    # the manifest knows the run's state; the failed file's entry was written ahead of the write that failed (its
+    # file is absent, which rollback reads as already original)
     data = manifest(tree)
-    assert "written_sha256" not in data["files"]["/etc/zz-fails.conf"]
+    assert data["files"]["/etc/zz-fails.conf"]["written_sha256"] == sha(b"boom\n")
+    assert data["files"]["/etc/zz-fails.conf"]["existed"] is False
     assert data["files"]["/etc/default/grub"]["written_sha256"] == sha(b"NEW\n")
 
 
@@ -598,3 +600,62 @@ def test_runtime_values_can_be_shown_in_the_operators_unit(tmp_path):
     assert diff["after"] == "pcie:0000:01:00.0 MaxReadReq = 4096 bytes\nsysctl:kernel.numa_balancing = 0\n"
     # what rollback restores is the stored value, not the shown one
     assert cs.summary()["runtime"][0] == {"key": "pcie:0000:01:00.0:devctl", "before": "2137", "after": "5137"}
+
+
+# -- a run that dies between two instructions (issue 33 (1)) ----------------------------------------------------------
+def _killed_during_apply(cs, kill_after):
+    """apply() in a child process that dies (os._exit: no finally, no atexit, as SIGKILL) right after its write of
+    the host path ``kill_after``; returns the child's exit status."""
+    pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            real_write, real_inplace = changeset._atomic_write, changeset._inplace_write
+
+            def die_after(write):
+                def wrapped(path, data, *args):
+                    write(path, data, *args)
+                    if path == cs.fsroot.path(kill_after):
+                        os._exit(9)
+                return wrapped
+            changeset._atomic_write, changeset._inplace_write = die_after(real_write), die_after(real_inplace)
+            cs.apply()
+        finally:
+            os._exit(3)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+@pytest.mark.parametrize("kill_after", ["/etc/sysctl.d/90-pvetune.conf", "/etc/pve/lxc/101.conf",
+                                        "/etc/pvetune/new/settings.json"])
+def test_a_write_is_recorded_before_it_is_made(tree, kill_after):
+    """The manifest entry (with the original) is saved before each write: a run killed right after one leaves a
+    record that rollback undoes byte for byte. The manifest used to be saved once, at the end of apply()."""
+    from ansible.module_utils.pvetune.rollback import plan_rollback
+    before = snapshot(tree)
+    cs = changes(tree)
+    cs.plan_file("/etc/sysctl.d/90-pvetune.conf", b"vm.swappiness = 10\n")
+    cs.plan_file("/etc/pve/lxc/101.conf", b"arch: amd64\nlxc.cgroup2.devices.allow: c 511:* rwm\n")
+    cs.plan_file("/etc/pvetune/new/settings.json", b"{}\n")
+    assert _killed_during_apply(cs, kill_after) == 9
+    recorded = manifest(tree)
+    assert recorded["files"][kill_after]["written_sha256"] == sha(cs.files[[f["path"] for f in cs.files]
+                                                                           .index(kill_after)]["after"])
+    undo = changes(tree, run_id="rollback1", record=False)
+    plan = plan_rollback(undo, recorded)
+    assert plan["conflicts"] == []
+    undo.apply()
+    for host_dir in recorded.get("dirs", []):
+        os.rmdir(real(tree, host_dir))   # what rollback's remove_created_dirs does
+    after = snapshot(tree)
+    assert {k: v for k, v in after.items() if not k.startswith("var")} == before  # the state dir stays
+
+
+def test_temporary_files_a_killed_run_left_are_swept(tree):
+    leftover = real(tree, "/etc/sysctl.d/.99-other.conf.pvetune-tmp")
+    with open(leftover, "wb") as handle:
+        handle.write(b"half")
+    os.mkdir(real(tree, "/etc/sysctl.d/.dir.pvetune-tmp"))   # not a file of ours: left alone
+    cs = changes(tree)
+    cs.plan_file("/etc/sysctl.d/90-pvetune.conf", b"vm.swappiness = 10\n")
+    cs.apply()
+    assert not os.path.exists(leftover) and cs.swept == ["/etc/sysctl.d/.99-other.conf.pvetune-tmp"]
+    assert os.path.isdir(real(tree, "/etc/sysctl.d/.dir.pvetune-tmp"))

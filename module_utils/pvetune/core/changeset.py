@@ -144,6 +144,7 @@ class ChangeSet:
         self.created_dirs = []  # real paths of directories apply() created, parents first (restore_run removes them)
         self.removed_modes = {}  # host path -> mode of a file apply() removed (restore_run recreates it so)
         self.bundles = []  # add_bundle(): files shown as one summary in diffs() instead of their contents
+        self.swept = []  # host paths of leftover temporary files apply() removed (a killed run's)
         self.applied = False
 
     # -- planning -----------------------------------------------------------
@@ -336,6 +337,7 @@ class ChangeSet:
             return []
         self._check_pmxcfs_writable()
         manifest = self.load_manifest() if self.record else {"files": {}, "runtime": {}}
+        self._sweep_temps()
         try:
             for item in self.files:
                 if item.get("remove_link"):
@@ -350,6 +352,9 @@ class ChangeSet:
                     backup = self._state_path("runs", self.run_id, item["path"].lstrip("/"))
                     _makedirs(os.path.dirname(backup))
                     _atomic_write(backup, item["before"], 0o600)
+                entry["written_sha256"] = sha256(item["after"])
+                entry["last_run"] = self.run_id
+                self._write_ahead(manifest)
                 real = self.fsroot.path(item["path"])
                 if item["remove"]:
                     st = self._stat(item["path"])
@@ -367,8 +372,6 @@ class ChangeSet:
                         _atomic_write(real, item["after"], item["mode"] if item["before"] is None else None)
                 if not (is_pmxcfs(item["path"]) and not item["remove"]):
                     self.written.append((item["path"], item["before"]))
-                entry["written_sha256"] = sha256(item["after"])
-                entry["last_run"] = self.run_id
             for rt in self.runtime:
                 manifest["runtime"].setdefault(rt["key"], {"path": rt["path"], "original": rt["before"],
                                                            "first_run": self.run_id})
@@ -377,6 +380,27 @@ class ChangeSet:
             if self.record:
                 self.save_manifest(manifest)
         return [entry[0] for entry in self.written]
+
+    def _sweep_temps(self):
+        """Remove the temporary files of pvetune's own pattern (.<name>.pvetune-tmp) that a killed run left in the
+        directories this one writes to: one fix run at a time holds the host (pvetune_lock), so none is in use."""
+        for host_dir in sorted({posixpath.dirname(item["path"]) for item in self.files}):
+            try:
+                real = self.fsroot.path(host_dir)
+                names = os.listdir(real) if os.path.isdir(real) else []
+            except (OSError, FsError):
+                continue
+            for name in names:
+                path = os.path.join(real, name)
+                if name.startswith(".") and name.endswith(".pvetune-tmp") and not os.path.isdir(path):
+                    os.unlink(path)
+                    self.swept.append(posixpath.join(host_dir, name))
+
+    def _write_ahead(self, manifest):
+        """Save the manifest before the write it describes: a run killed right after a write (the controller lost,
+        SIGKILL, a power cut) leaves an entry that rollback and the next run find, never an unrecorded change."""
+        if self.record:
+            self.save_manifest(manifest)
 
     def _create_parents(self, manifest, host_path):
         """Create the missing parent directories of ``host_path``. They are remembered for restore_run()
@@ -391,6 +415,7 @@ class ChangeSet:
         if self.record:
             created = manifest.setdefault("dirs", [])
             created.extend(d for d in missing if d not in created)
+            self._write_ahead(manifest)
         _makedirs(self.fsroot.path(missing[0]))
         self.created_dirs.extend(self.fsroot.path(d) for d in reversed(missing))
 
@@ -402,14 +427,15 @@ class ChangeSet:
             manifest["files"][item["path"]] = entry
         real = self.fsroot.path(item["path"], follow_last=False)
         self._create_parents(manifest, item["path"])
+        entry["written_target"] = item["link"]
+        entry["last_run"] = self.run_id
+        self._write_ahead(manifest)
         tmp = os.path.join(os.path.dirname(real), ".%s.pvetune-tmp" % os.path.basename(real))
         if os.path.lexists(tmp):
             os.unlink(tmp)
         os.symlink(item["link"], tmp)
         os.rename(tmp, real)
         self.written.append((item["path"], None if item["link_before"] is None else ("link", item["link_before"])))
-        entry["written_target"] = item["link"]
-        entry["last_run"] = self.run_id
 
     def apply_or_restore(self, what="the files"):
         """apply(); when a write fails, put back what this run had written and raise WriteFailed naming ``what``,

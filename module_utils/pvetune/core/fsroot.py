@@ -121,7 +121,7 @@ class FsRoot:
         if not self.live and not os.path.isdir(self.root):
             # A regular file, a symlink loop, a missing tree: every read would fail later, each blamed on whatever
             # read first (a policy, the release of a lock) with a raw errno.
-            raise ValueError("root %s is not a directory" % root[:80])
+            raise ValueError("root %s is not a directory" % root)
         self._dir_cache = {}
 
     # -- path mapping -----------------------------------------------------

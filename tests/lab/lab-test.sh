@@ -16,7 +16,8 @@
 #                      vm1's QEMU when its kernel restarts: the rollout stops at vm1 (record + failure
 #                      message say why) and vm2 is untouched (same listing, no lock, no manifest, no
 #                      module ran on it).
-#   4 vm1-fresh        vm1 restarted from a fresh overlay and seeded (vm2 keeps running, unchanged).
+#   4 vm1-fresh        vm1 restarted from a fresh overlay (the boot starts in the background as soon as phase 3's
+#                      run has ended, under phase 3's checks) and seeded; vm2 keeps running, unchanged.
 #   5 fix              the nvidia-uvm major of the NEXT boot is changed on both VMs (lab file), then
 #                      fix.yml -e pvetune_reboot_ok=true, serial 1: vm1 fixed, rebooted and gated before vm2
 #                      is touched (ansible-runner event order).
@@ -34,8 +35,9 @@
 # Every VM is stopped at the end, also on failure. Phase times: tests/lab/work/timings.txt.
 #
 # Knobs: LAB_WORK (tests/lab/work), PVETUNE_VENV (.venv), LAB_TEST_REBOOT_TIMEOUT (900 s, the fix
-# run's reboot timeout), LAB_TEST_FAIL_TIMEOUT (60 s, how long the failing run waits for the
-# killed VM; the watcher check makes sure it was the kill, not a slow boot, that failed it).
+# run's reboot timeout), LAB_TEST_FAIL_TIMEOUT (30 s, how long the failing run waits for the
+# killed VM: it must cover vm1's shutdown, and a check makes sure the kill came before the run gave up, i.e. that
+# it was the kill, not a slow reboot, that failed it).
 set -euo pipefail
 
 LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -50,7 +52,7 @@ POLICY=$LAB_DIR/policy.yml
 INV=$W/inventory.yml
 REPORTS=$OUT/reports
 REBOOT_TIMEOUT=${LAB_TEST_REBOOT_TIMEOUT:-900}
-FAIL_TIMEOUT=${LAB_TEST_FAIL_TIMEOUT:-60}
+FAIL_TIMEOUT=${LAB_TEST_FAIL_TIMEOUT:-30}
 N=2
 UVM_SEED=511     # lab.sh seed default (LAB_UVM_MAJOR)
 UVM_NEXT=512     # the major the boot after the fix gets (simulates a driver reload/update)
@@ -83,13 +85,17 @@ phase() {   # phase NAME CMD...: run, time, record
 # shellcheck source=tests/lab/asserts.sh
 . "$LAB_DIR/asserts.sh"
 
+# On any exit but the normal end (which stops the VMs itself, down_and_verify): stop what runs in the background
+# first (a VM restart still under way would start its QEMU after `down`; terminated, lab.sh stops the QEMU it
+# started), then every VM. Nothing here changes the exit status: what could not be cleaned is said, not failed.
 cleanup() {
-  local rc=$?
-  if [[ -n $WATCHER ]] && kill -0 "$WATCHER" 2>/dev/null; then kill "$WATCHER" 2>/dev/null || true; fi
-  "$LAB" down || true
+  local rc=$? p
+  for p in $(jobs -p); do kill -TERM "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  "$LAB" down || say "teardown: lab.sh down could not clean everything (above)"
   if ((rc != 0)); then
     say "lab-test aborted (rc $rc) after $(since "$T_ALL") s; $PASS passed, $FAIL failed so far"
-    write_timings || true
+    write_timings || say "could not write $W/timings.txt"
   fi
   exit "$rc"
 }
@@ -106,19 +112,42 @@ write_timings() {
 }
 
 vssh() { local i=$1; shift; "$LAB" ssh "$i" -- "$@" </dev/null; }
-vscript() { "$LAB" ssh "$1" -- bash -s <"$2"; }   # vscript I SCRIPT: run a tests/lab/vm script
 
 declare -A K   # kstate of the VM last loaded
 declare -A BOOT_ID   # boot_id per VM before the run under test
-load_kstate() {   # load_kstate TAG I: run kstate.sh in vm I, keep it as $OUT/kstate-TAG-vmI, load K
-  local f=$OUT/kstate-$1-vm$2 k v
-  vscript "$2" "$LAB_DIR/vm/kstate.sh" >"$f" 2>&1 || true
-  K=()
-  while IFS='=' read -r k v; do [[ -n $k ]] && K[$k]=$v; done <"$f"
+MARK='@@pvetune-lab-state.sh@@'
+# fetch KTAG STAG I: read vm I in one SSH session: kstate.sh (what the running kernel says) into
+# $OUT/kstate-KTAG-vmI, then state.sh (the listing of pvetune-relevant files/values) into $OUT/state-STAG-vmI;
+# '-' skips one. Both only read. Fails (saying so) when the listing did not complete.
+fetch() {
+  local kt=$1 st=$2 i=$3 raw=$OUT/fetch-$1-$2-vm$3 rc=0
+  {
+    if [[ $kt != - ]]; then printf '(\n'; cat "$LAB_DIR/vm/kstate.sh"; printf '\n) || true\n'; fi
+    if [[ $st != - ]]; then printf 'echo %s\n(\n' "$MARK"; cat "$LAB_DIR/vm/state.sh"; printf '\n)\n'; fi
+  } | "$LAB" ssh "$i" -- bash -s >"$raw" 2>&1 || rc=$?
+  if [[ $kt != - ]]; then sed "/^$MARK\$/,\$d" "$raw" >"$OUT/kstate-$kt-vm$i"; fi
+  if [[ $st != - ]]; then
+    sed "0,/^$MARK\$/d" "$raw" >"$OUT/state-$st-vm$i"
+    if ((rc != 0)) || ! grep -qxF -- "$MARK" "$raw"; then
+      say "vm$i: state listing failed (rc $rc, $raw)"
+      return 1
+    fi
+  fi
+  rm -f "$raw"
 }
-save_state() {    # save_state TAG I: the listing of pvetune-relevant files/values of vm I
-  vscript "$2" "$LAB_DIR/vm/state.sh" >"$OUT/state-$1-vm$2" 2>&1 ||
-    die "vm$2: state listing failed ($OUT/state-$1-vm$2)"
+use_kstate() {    # use_kstate TAG I: load K from $OUT/kstate-TAG-vmI (fetch wrote it)
+  local k v
+  K=()
+  while IFS='=' read -r k v; do [[ -n $k ]] && K[$k]=$v; done <"$OUT/kstate-$1-vm$2"
+}
+# each_vm CMD ARGS...: CMD ARGS I for every VM I at once, then wait for all of them; fails if one did. The VMs'
+# vCPUs then run on both host cores instead of taking turns. Only for what writes files (a background job's
+# variables are lost).
+each_vm() {
+  local i pids=() p rc=0
+  for ((i = 1; i <= N; i++)); do "$@" "$i" & pids+=("$!"); done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  return "$rc"
 }
 same_state() {    # same_state DESCRIPTION TAG_A TAG_B I
   local a=$OUT/state-$2-vm$4 b=$OUT/state-$3-vm$4 d
@@ -140,7 +169,7 @@ audit_lines() { labtool audit "$REPORTS/latest"; }
 status_of() {     # status_of LINES HOST CHECK -> "status<TAB>message<TAB>current"
   awk -F'\t' -v h="$2" -v c="$3" '$1 == h && $2 == c { print $3 "\t" $4 "\t" $5 }' <<<"$1"
 }
-record() { labtool json "$REPORTS/fix-$1/$2.json" "$3"; }   # record RUN_ID HOST KEY
+record() { local f=$REPORTS/fix-$1/$2.json; shift 2; labtool json "$f" "$@"; }   # record RUN_ID HOST KEY...
 
 # ---------------------------------------------------------------------------------------------
 # phases
@@ -157,9 +186,10 @@ PIN=
 discover() {
   # The kernel to pin: the generic flavour, i.e. NOT the one GRUB boots by default (-cloud-amd64
   # sorts first), so a booted pin is visible in uname -r.
-  local booted
-  PIN=$(vssh 1 'ls /boot/vmlinuz-*-amd64 | sed "s#.*/vmlinuz-##" | grep -v cloud | sort -V | tail -1')
-  booted=$(vssh 1 'uname -r')
+  local booted k
+  k=$(vssh 1 'ls /boot/vmlinuz-*-amd64 | sed "s#.*/vmlinuz-##" | grep -v cloud | sort -V | tail -1; uname -r')
+  PIN=$(sed -n 1p <<<"$k")
+  booted=$(sed -n 2p <<<"$k")
   say "kernels: GRUB default (booted) $booted, pin target $PIN"
   check "pin target is a generic -amd64 kernel" "$PIN" '[0-9.]+-[0-9]+-amd64'
   check_no "pin target is not the booted default" "$booted" "^${PIN//./\\.}\$"
@@ -167,8 +197,10 @@ discover() {
 
 audit_before() {
   local i rc=0 lines s
-  for ((i = 1; i <= N; i++)); do save_state audit-pre "$i"; done
+  each_vm fetch - audit-pre || die "state listing failed"
   play audit-before audit.yml || rc=$?
+  # What the kernel itself did at boot, and the listing after the audit: both VMs at once.
+  each_vm fetch audit audit-post || die "state listing failed"
   check_eq "audit exits non-zero (hosts fail high-severity checks)" "$rc" 2
   lines=$(audit_lines)
   printf '%s\n' "$lines" | sed 's/^/    /' | cut -c1-160
@@ -194,14 +226,13 @@ audit_before() {
     s=$(status_of "$lines" "$h" iommu.mode)
     check_has "$h iommu.mode: both GPUs translated (DMA-FQ)" "$s" "2 host-owned GPUs in a translated IOMMU domain (DMA-FQ)"
     # What the kernel itself did at boot (IOMMU on): ACS SV RR CR UF on both ports, a translated group per GPU.
-    load_kstate audit "$i"
+    use_kstate audit "$i"
     check_eq "$h kernel set ACSCtl 001d on 42:00.0 / 42:01.0 at boot (setpci)" \
       "${K[acsctl_42_00_0]} ${K[acsctl_42_01_0]}" "001d 001d"
     check_eq "$h lspci 42:00.0 ACSCtl at boot" "${K[lspci_acsctl_42_00_0]}" "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
     check_eq "$h IOMMU default domain, GPU groups' types (no iommu=pt)" \
       "${K[iommu_default_type]} ${K[iommu_type_43_00_0]} ${K[iommu_type_44_00_0]}" "DMA-FQ DMA-FQ DMA-FQ"
     check_no "$h GPUs in different IOMMU groups" "${K[iommu_group_43_00_0]}" "^${K[iommu_group_44_00_0]}\$"
-    save_state audit-post "$i"
     same_state "$h unchanged by the audit" audit-pre audit-post "$i"
   done
 }
@@ -211,8 +242,9 @@ audit_before() {
 check_diff() {
   local i rc=0 run stats diffs d
   run=lab-check-$(date -u +%Y%m%dT%H%M%SZ)
+  each_vm fetch pre-check -
   for ((i = 1; i <= N; i++)); do
-    load_kstate pre-check "$i"
+    use_kstate pre-check "$i"
     BOOT_ID[$i]=${K[boot_id]}
   done
   # Both VMs in one batch: nothing is applied, so the rolling order proves nothing here.
@@ -239,6 +271,7 @@ check_diff() {
     "$(grep -c '^+create /etc/systemd/system/pvetune-pcie-mrrs.service ([0-9]* bytes, sha256 [0-9a-f]*)$' \
        <<<"$diffs")" "$N"
   check_eq "diff shows no Python source of the runtime" "$(grep -c '^+def \|^+import ' <<<"$diffs")" 0
+  each_vm fetch post-check check-post || die "state listing failed"
   # CT 101's stale allow line: planned once per VM, by the role's regeneration (the play's post-reboot one
   # runs only after a real reboot, so check mode does not print the same diff twice).
   for d in "-lxc.cgroup2.devices.allow: c $UVM_CT:* rwm" "+lxc.cgroup2.devices.allow: c $UVM_SEED:* rwm"; do
@@ -256,14 +289,13 @@ check_diff() {
         'Install the boot-time re-application (library, helper, settings, units)'; do
       check_eq "$h would change: ${t:0:56}" "$(labtool res check-diff "$h" "pvetune_fix : $t" changed)" true
     done
-    check_eq "$h record: check_mode, reboot needed" \
-      "$(record "$run" "$h" check_mode) $(record "$run" "$h" reboot_needed)" "true true"
-    check_eq "$h record: not rebooted, would reboot, pending-reboot" \
-      "$(record "$run" "$h" rebooted) $(record "$run" "$h" would_reboot) $(record "$run" "$h" result)" \
+    local rec=()
+    mapfile -t rec < <(record "$run" "$h" check_mode reboot_needed rebooted would_reboot result)
+    check_eq "$h record: check_mode, reboot needed" "${rec[0]:-} ${rec[1]:-}" "true true"
+    check_eq "$h record: not rebooted, would reboot, pending-reboot" "${rec[2]:-} ${rec[3]:-} ${rec[4]:-}" \
       "false true pending-reboot"
-    save_state check-post "$i"
     same_state "$h unchanged by fix.yml --check" audit-post check-post "$i"
-    load_kstate post-check "$i"
+    use_kstate post-check "$i"
     check_eq "$h same boot, kernel values unchanged (cmdline/numa/governor/devctl)" \
       "${K[boot_id]} ${K[numa_balancing]} ${K[governor]} ${K[devctl_43_00_0]} ${K[devctl_44_00_0]} ${K[max_cstate_param]}" \
       "${BOOT_ID[$i]} 1 schedutil 2000 2000 8"
@@ -275,12 +307,14 @@ check_diff() {
 
 # Pull the plug on vm I when its kernel restarts (serial console line), i.e. the reboot the fix
 # run asked for never comes back.
+# The epoch of the kill ends its line (rollout_failure compares it with the reboot task's failure).
 watch_and_kill() {
   local i=$1 log=$W/vms/vm$1.log start t
   start=$(stat -c %s "$log")
   for ((t = 0; t < 3600; t++)); do
-    if tail -c +$((start + 1)) "$log" | grep -q 'reboot: Restarting system'; then
-      echo "$(date +%T) vm$i: kernel restarting: killing its QEMU"
+    # Not `tail | grep -q`: grep leaving early would fail tail with SIGPIPE, and pipefail would hide the match.
+    if grep -q 'reboot: Restarting system' < <(tail -c +$((start + 1)) "$log"); then
+      echo "$(date +%T) vm$i: kernel restarting: killing its QEMU at $EPOCHREALTIME"
       "$LAB" kill "$i"
       return 0
     fi
@@ -291,11 +325,13 @@ watch_and_kill() {
 }
 
 declare -A JOURNAL_N
+VM1_UP=   # the background `lab.sh up` that restarts vm1 after the stopped rollout (vm1_fresh joins it)
 rollout_failure() {
-  local i rc=0 run
+  local i rc=0 run t
   run=lab-fail-$(date -u +%Y%m%dT%H%M%SZ)
+  each_vm fetch pre-fail -
   for ((i = 1; i <= N; i++)); do
-    load_kstate pre-fail "$i"
+    use_kstate pre-fail "$i"
     JOURNAL_N[$i]=${K[ansible_invocations]}
   done
   watch_and_kill 1 >"$OUT/watcher.log" 2>&1 &
@@ -303,28 +339,46 @@ rollout_failure() {
   # Only the command-line fix (it needs the reboot): what stops the rollout is the reboot, not which fixes ran.
   play rollout-failure fix.yml --tags cmdline -e pvetune_reboot_ok=true -e "pvetune_kernel_version=$PIN" \
     -e "pvetune_reboot_timeout=$FAIL_TIMEOUT" -e "pvetune_run_id_override=$run" || rc=$?
-  local wrc=0
-  kill -0 "$WATCHER" 2>/dev/null && kill "$WATCHER" 2>/dev/null   # vm1 never rebooted: stop watching
+  local wrc=0 killed gave_up
+  # The watcher ends by itself once it has killed vm1 (long before the run gives up, see below); a watcher still
+  # running 30 s after the run means vm1 never restarted: stop it (the check below then fails).
+  for ((t = 0; t < 60; t++)); do kill -0 "$WATCHER" 2>/dev/null || break; sleep 0.5; done
+  kill "$WATCHER" 2>/dev/null || true
   wait "$WATCHER" || wrc=$?
   WATCHER=
+  # vm1 restarts from a fresh overlay in the background while the checks below run (vm1_fresh joins it). Only now:
+  # while the run still polled vm1's port, a new vm1 there would have passed its reboot check.
+  if ((wrc == 0)); then
+    "$LAB" up "$N" </dev/null >"$OUT/vm1-up.log" 2>&1 &
+    VM1_UP=$!
+  fi
   check_eq "the watcher killed vm1 when it rebooted" "$wrc $(grep -c 'killing its QEMU' "$OUT/watcher.log")" "0 1"
+  # The run gave up because vm1 was gone, not because its reboot was slow: the kill came before the reboot task
+  # failed (LAB_TEST_FAIL_TIMEOUT, the run's reboot timeout, must cover vm1's shutdown).
+  killed=$(sed -n 's/.*killing its QEMU at \([0-9.]*\)$/\1/p' "$OUT/watcher.log")
+  gave_up=$(labtool when rollout-failure lab-vm1 "$REBOOT_TASK")
+  say "vm1 killed at ${killed:-never}, its reboot task failed at $gave_up (reboot timeout $FAIL_TIMEOUT s)"
+  check_eq "vm1 was killed before its reboot task gave up" \
+    "$(awk -v k="${killed:-0}" -v g="$gave_up" 'BEGIN { print (k > 0 && g + 0 > k) ? "yes" : "no" }')" yes
   check_no "fix.yml fails" "$rc" '^0$'
   local msg
   msg=$(grep -o "Rollout stopped at [^.]*\. Hosts after it in the inventory were not touched" \
     "$OUT/rollout-failure.log" | head -1 || true)
   check_has "playbook says the rollout stopped at vm1" "$msg" "Rollout stopped at lab-vm1: task '$REBOOT_TASK' failed"
   say "failure message: $(grep -o "Rollout stopped at .*" "$OUT/rollout-failure.log" | head -1 | cut -c1-300)"
-  check_eq "vm1 record: result" "$(record "$run" lab-vm1 result)" failed
-  check_eq "vm1 record: failed task" "$(record "$run" lab-vm1 failure.task)" "$REBOOT_TASK"
-  check_has "vm1 record: why" "$(record "$run" lab-vm1 failure.message)" "Timed out"
-  check_eq "vm1 record: it needed the reboot" "$(record "$run" lab-vm1 reboot_needed)" true
+  local rec=()
+  mapfile -t rec < <(record "$run" lab-vm1 result failure.task failure.message reboot_needed)
+  check_eq "vm1 record: result" "${rec[0]:-}" failed
+  check_eq "vm1 record: failed task" "${rec[1]:-}" "$REBOOT_TASK"
+  check_has "vm1 record: why" "${rec[2]:-}" "Timed out"
+  check_eq "vm1 record: it needed the reboot" "${rec[3]:-}" true
   check_eq "no record for vm2" "$(ls "$REPORTS/fix-$run/")" lab-vm1.json
   check_eq "no task ran for vm2 (runner events)" \
     "$(labtool events rollout-failure | awk -F'\t' '$3 == "lab-vm2"' | wc -l)" 0
   labtool failures rollout-failure | cut -c1-220 | sed 's/^/    /'
-  save_state after-fail 2
+  fetch after-fail after-fail 2 || die "state listing failed"
   same_state "vm2 untouched by the stopped rollout" audit-post after-fail 2
-  load_kstate after-fail 2
+  use_kstate after-fail 2
   check_eq "vm2: no ansible module ran on it (journal)" "${K[ansible_invocations]}" "${JOURNAL_N[2]}"
   check_eq "vm2: no pvetune lock" "${K[pvetune_lock]}" absent
   check "vm2: no pvetune manifest/backups" "$(grep '^/var/lib/pvetune/' "$OUT/state-after-fail-vm2")" \
@@ -332,23 +386,33 @@ rollout_failure() {
   check_eq "vm2: still the seeded boot" "${K[boot_id]}" "$(grep '^boot_id=' "$OUT/kstate-pre-fail-vm2" | cut -d= -f2)"
 }
 
+# Joins the restart rollout_failure started (its log is printed here), then seeds vm1 (vm2 keeps its state).
 vm1_fresh() {
-  "$LAB" up "$N"
+  local rc=0
+  if [[ -n $VM1_UP ]]; then
+    wait "$VM1_UP" || rc=$?
+    VM1_UP=
+    sed 's/^/  /' "$OUT/vm1-up.log"
+    ((rc == 0)) || die "restarting vm1 failed (rc $rc)"
+  else
+    "$LAB" up "$N"   # the watcher did not kill vm1 (a failed check above): start what is missing
+  fi
   "$LAB" seed 1
-  load_kstate fresh 1
+  fetch fresh fresh 1 || die "state listing failed"
+  use_kstate fresh 1
   check_eq "vm1 fresh: seeded uvm major" "${K[uvm_major]}" "$UVM_SEED"
   check "vm1 fresh: stock cmdline" "$(grep -c 'max_cstate' <<<"${K[cmdline]}" || true)" 0
-  save_state fresh 1
   check "vm1 fresh: no pvetune files" "$(grep -c '^/var/lib/pvetune/ missing' "$OUT/state-fresh-vm1")" 1
 }
 
+prepare_fix() { vssh "$1" "echo $UVM_NEXT >/etc/pvetune-lab/uvm-major" && fetch pre-fix - "$1"; }
 fix_run() {
   local i rc=0 run
   run=lab-fix-$(date -u +%Y%m%dT%H%M%SZ)
+  # Only the lab's file: the nodes of this boot keep $UVM_SEED; the next boot gets $UVM_NEXT.
+  each_vm prepare_fix || die "could not prepare the VMs for the fix run"
   for ((i = 1; i <= N; i++)); do
-    # Only the lab's file: the nodes of this boot keep $UVM_SEED; the next boot gets $UVM_NEXT.
-    vssh "$i" "echo $UVM_NEXT >/etc/pvetune-lab/uvm-major"
-    load_kstate pre-fix "$i"
+    use_kstate pre-fix "$i"
     BOOT_ID[$i]=${K[boot_id]}
   done
   play fix fix.yml -e pvetune_reboot_ok=true -e "pvetune_kernel_version=$PIN" \
@@ -359,29 +423,33 @@ fix_run() {
   for ((i = 1; i <= N; i++)); do
     local h=lab-vm$i
     check "$h: no failed/unreachable task" "$(awk -v h=$h '$1 == h { print $4, $5 }' <<<"$stats")" '0 0'
-    check_eq "$h record: result" "$(record "$run" "$h" result)" ok
-    check_eq "$h record: rebooted" "$(record "$run" "$h" rebooted)" true
+    local rec=()
+    mapfile -t rec < <(record "$run" "$h" result rebooted)
+    check_eq "$h record: result" "${rec[0]:-}" ok
+    check_eq "$h record: rebooted" "${rec[1]:-}" true
     # The health gate: no nvidia-smi and no pct in the lab, so both targets are skipped, with the reason.
     check_eq "$h health gate: host and CT 101 skipped with reasons" \
       "$(labtool health "$REPORTS/fix-$run/$h.json" | tr '\t\n' '| ')" \
       "host|skip|nvidia-smi not run: not installed on this host ct:101|skip|pct not run: not installed on this host "
     # pvetune_kernel: the series is installed (nothing to install), the generic flavour is pinned the
     # GRUB way (no proxmox-boot-tool): pin snippet + update-grub, and the next boot uses it.
-    local kt='pvetune_fix : Install and pin the kernel series' k
-    k=$(labtool res fix "$h" "$kt" package_installed)/$(labtool res fix "$h" "$kt" version)
-    k+=/$(labtool res fix "$h" "$kt" loader.name)/$(labtool res fix "$h" "$kt" loader.managed_by_pbt)
-    k+=/$(labtool res fix "$h" "$kt" commands.0.cmd)/$(labtool res fix "$h" "$kt" next_boot_kernel)
-    check_eq "$h kernel: no install, pin $PIN via GRUB (update-grub), next boot $PIN" "$k" \
+    local kt='pvetune_fix : Install and pin the kernel series' v=()
+    mapfile -t v < <(labtool res fix "$h" "$kt" package_installed version loader.name loader.managed_by_pbt \
+      commands.0.cmd next_boot_kernel package series_installed)
+    check_eq "$h kernel: no install, pin $PIN via GRUB (update-grub), next boot $PIN" \
+      "${v[0]:-}/${v[1]:-}/${v[2]:-}/${v[3]:-}/${v[4]:-}/${v[5]:-}" \
       "false/$PIN/grub/false/[\"update-grub\"]/$PIN"
     check_eq "$h kernel: Debian package name, series kernels already there" \
-      "$(labtool res fix "$h" "$kt" package) $(labtool res fix "$h" "$kt" series_installed)" \
+      "${v[6]:-} ${v[7]:-}" \
       "linux-image-amd64 [\"$PIN\", \"${PIN/-amd64/-cloud-amd64}\"]"
     local at='pvetune_fix : Clear the ACS redirect bits between GPUs that share a PCIe switch' a
-    a=$(labtool res fix "$h" "$at" changed)/$(labtool res fix "$h" "$at" boot_ports)
-    check_eq "$h ACS fix: changed, boot_ports both switch ports" "$a" 'true/["0000:42:00.0", "0000:42:01.0"]'
+    mapfile -t v < <(labtool res fix "$h" "$at" changed boot_ports ports.0.bdf ports.0.result ports.0.message \
+      ports.1.bdf ports.1.result ports.1.message)
+    check_eq "$h ACS fix: changed, boot_ports both switch ports" "${v[0]:-}/${v[1]:-}" \
+      'true/["0000:42:00.0", "0000:42:01.0"]'
     for a in 0 1; do
       check_eq "$h ACS fix: port $a written and verified" \
-        "$(labtool res fix "$h" "$at" ports.$a.bdf) $(labtool res fix "$h" "$at" ports.$a.result) $(labtool res fix "$h" "$at" ports.$a.message)" \
+        "${v[2 + 3 * a]:-} ${v[3 + 3 * a]:-} ${v[4 + 3 * a]:-}" \
         "0000:42:0$a.0 done ACS Control 001d -> 0011 (SrcValid+ TransBlk- ReqRedir- CmpltRedir- UpstreamFwd+ EgressCtrl- DirectTrans-)"
     done
     check_eq "$h cpufreq: amd_pstate needs the boot arg (first run: reboot_required)" \
@@ -413,9 +481,10 @@ fix_run() {
 
 verify() {
   local i
+  each_vm fetch after-fix -
   for ((i = 1; i <= N; i++)); do
     local h=lab-vm$i b
-    load_kstate after-fix "$i"
+    use_kstate after-fix "$i"
     check_no "$h rebooted (new boot_id)" "${K[boot_id]}" "^${BOOT_ID[$i]}\$"
     check_eq "$h uname -r is the pinned kernel (GRUB fallback pin)" "${K[kernel]}" "$PIN"
     check_has "$h /proc/cmdline has amd_pstate=active" "${K[cmdline]}" " amd_pstate=active"
@@ -503,20 +572,22 @@ fix_again() {
     -e "pvetune_reboot_timeout=$REBOOT_TIMEOUT" -e "pvetune_run_id_override=$run" || rc=$?
   check_eq "second fix.yml succeeds" "$rc" 0
   stats=$(labtool stats fix-again)
+  local ev
+  ev=$(labtool events fix-again)
+  each_vm fetch after-fix2 -
   for ((i = 1; i <= N; i++)); do
     local h=lab-vm$i
     check_eq "$h second run: changed / failures / unreachable" \
       "$(awk -v h=$h '$1 == h { print $3, $4, $5 }' <<<"$stats")" "0 0 0"
     check_eq "$h second run: reboot task skipped" \
-      "$(labtool events fix-again | awk -F'\t' -v h=$h -v t="$REBOOT_TASK" '$3 == h && $6 == t { print $4 }')" \
+      "$(awk -F'\t' -v h=$h -v t="$REBOOT_TASK" '$3 == h && $6 == t { print $4 }' <<<"$ev")" \
       runner_on_skipped
-    check_eq "$h record: not rebooted, result ok" \
-      "$(record "$run" "$h" rebooted) $(record "$run" "$h" result)" "false ok"
+    check_eq "$h record: not rebooted, result ok" "$(record "$run" "$h" rebooted result | paste -sd' ' -)" "false ok"
     # Booted with amd_pstate=active and still acpi-cpufreq (no CPPC): a reboot would not help.
     check_eq "$h cpufreq: no reboot asked for amd_pstate (booted with the arg already)" \
       "$(labtool res fix-again "$h" 'pvetune_fix : Set the P-state driver mode, governor and EPP on every CPU policy' \
         reboot_required)" false
-    load_kstate after-fix2 "$i"
+    use_kstate after-fix2 "$i"
     check_eq "$h same boot as after the first fix" "${K[boot_id]}" \
       "$(grep '^boot_id=' "$OUT/kstate-after-fix-vm$i" | cut -d= -f2)"
   done
@@ -532,6 +603,7 @@ rollback() {
   play rollback rollback.yml -e pvetune_serial=2 -e "pvetune_run_id_override=$run" || rc=$?
   check_eq "rollback.yml succeeds" "$rc" 0
   stats=$(labtool stats rollback)
+  each_vm fetch after-rollback -
   for ((i = 1; i <= N; i++)); do
     local h=lab-vm$i
     check_eq "$h rollback: failures / unreachable" "$(awk -v h=$h '$1 == h { print $4, $5 }' <<<"$stats")" "0 0"
@@ -542,7 +614,7 @@ for r in json.load(sys.stdin) or []:
         print(r["key"], r["result"], r.get("before"), "->", r.get("after"))' 2>&1 | xargs)
     check_eq "$h rollback restored ACS Control (module result)" "$rt" \
       "pcie:0000:42:00.0:acsctl restored ACSCtl 0011 -> ACSCtl 001d pcie:0000:42:01.0:acsctl restored ACSCtl 0011 -> ACSCtl 001d"
-    load_kstate after-rollback "$i"
+    use_kstate after-rollback "$i"
     check_eq "$h setpci ACSCtl 42:00.0 / 42:01.0 after rollback" "${K[acsctl_42_00_0]} ${K[acsctl_42_01_0]}" "001d 001d"
     check_eq "$h DevCtl 43:00.0 / 44:00.0 after rollback" "${K[devctl_43_00_0]} ${K[devctl_44_00_0]}" "2000 2000"
     check_no "$h pvetune-pcie-mrrs.service no longer enabled" "${K[enabled_pvetune-pcie-mrrs]}" '^enabled$'
@@ -550,14 +622,14 @@ for r in json.load(sys.stdin) or []:
   done
 }
 
+# lab.sh down, then the check that it stopped every QEMU; a down that could not clean something says what and
+# does not abort the run (the check is what counts).
 down_and_verify() {
-  local pids p alive=
-  pids=$(cat "$W"/vms/vm*.pid 2>/dev/null | xargs || true)
-  "$LAB" down
-  for p in $pids; do
-    [[ $(ps -o stat= -p "$p" 2>/dev/null) == [^Z]* ]] && alive+=" $p"
-  done
-  check "all lab QEMUs stopped" "${alive:-none}" none
+  local rc=0
+  qemus_before_down
+  "$LAB" down || rc=$?
+  ((rc == 0)) || say "teardown: lab.sh down exited $rc (what it could not clean is above)"
+  check "all lab QEMUs stopped" "$(qemus_left)" none
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -581,7 +653,7 @@ phase "9 rollback (no reboot)" rollback
 phase down down_and_verify
 trap - EXIT
 
-write_timings
+write_timings || say "could not write $W/timings.txt"
 say "phase times (also in $W/timings.txt):"
 cat "$W/timings.txt"
 echo "lab-test: $PASS passed, $FAIL failed"

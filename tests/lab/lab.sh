@@ -189,7 +189,7 @@ wait_ssh() {
       return 1
     fi
     (( SECONDS - t0 > timeout )) && { log "no SSH on port $port after ${timeout}s"; return 1; }
-    sleep 2
+    sleep 1
   done
 }
 
@@ -211,16 +211,27 @@ pid_alive() {
 }
 
 # stop_pidfile PIDFILE: SIGTERM, then SIGKILL after 15 s; only that PID, never by name. The PID is read once,
-# so a QEMU that exits (and removes its pidfile) meanwhile is simply stopped.
+# so a QEMU that exits (and removes its pidfile) meanwhile is simply stopped. Fails, saying so and keeping the
+# pidfile (a later `down` tries again), only when the process is still there 5 s after SIGKILL.
 stop_pidfile() {
   local f=$1 pid i
   if pid=$(read_pid "$f") && pid_alive "$f" "$pid"; then
     kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 30; i++)); do
+    for ((i = 0; i < 60; i++)); do
       pid_alive "$f" "$pid" || break
-      sleep 0.5
+      sleep 0.25
     done
-    if pid_alive "$f" "$pid"; then kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; fi
+    if pid_alive "$f" "$pid"; then
+      kill -KILL "$pid" 2>/dev/null || true
+      for ((i = 0; i < 20; i++)); do
+        pid_alive "$f" "$pid" || break
+        sleep 0.25
+      done
+      if pid_alive "$f" "$pid"; then
+        log "could not stop PID $pid ($f): still running after SIGKILL"
+        return 1
+      fi
+    fi
   fi
   rm -f "$f"
 }
@@ -241,7 +252,7 @@ CLEANUP_PGIDS=()
 on_exit() {
   local rc=$? f g
   for g in "${CLEANUP_PGIDS[@]}"; do kill -TERM -- "-$g" 2>/dev/null || true; done
-  for f in "${CLEANUP_PIDFILES[@]}"; do stop_pidfile "$f"; done
+  for f in "${CLEANUP_PIDFILES[@]}"; do stop_pidfile "$f" || true; done
   exit "$rc"
 }
 trap on_exit EXIT
@@ -633,7 +644,7 @@ cmd_up() {
     if ((${#pending[@]})); then
       awk -v a="$(since "$ts")" -v b="$SSH_TIMEOUT" 'BEGIN{exit !(a > b)}' &&
         die "no SSH from vm(s) ${pending[*]} after ${SSH_TIMEOUT}s (serial logs in $W/vms)"
-      sleep 2
+      sleep 1
     fi
   done
   local try
@@ -651,16 +662,25 @@ cmd_up() {
   log "inventory: $W/inventory.yml"
 }
 
+# down: every VM stopped, its overlay, port, recipe and pidfile removed. A QEMU that survives SIGKILL keeps its
+# pidfile (so `status` and the next `down` see it) and is named; down then exits 1 after cleaning the rest.
 cmd_down() {
-  local t0=$EPOCHREALTIME f i n=0
+  local t0=$EPOCHREALTIME f i n=0 left=()
   for f in "$W"/vms/vm*.pid; do
-    [[ -e $f ]] || continue
+    [[ -e $f ]] || continue   # QEMU deletes its pidfile when it exits; stop_pidfile reads "gone" as stopped
     i=${f##*/vm}; i=${i%.pid}
-    stop_pidfile "$f"
-    n=$((n + 1))
+    if stop_pidfile "$f"; then n=$((n + 1)); else left+=("vm$i"); fi
   done
-  rm -f "$W"/vms/vm*.qcow2 "$W"/vms/vm*.port "$W"/vms/vm*.pid "$W"/vms/vm*.recipe "$W/inventory.yml"
+  rm -f "$W"/vms/vm*.qcow2 "$W"/vms/vm*.port "$W"/vms/vm*.recipe "$W/inventory.yml"
+  for f in "$W"/vms/vm*.pid; do
+    i=${f##*/vm}; i=${i%.pid}
+    [[ " ${left[*]} " == *" vm$i "* ]] || rm -f "$f"
+  done
   rm -rf "$W/cp"
+  if ((${#left[@]})); then
+    log "down: could not stop ${left[*]} (pidfiles kept in $W/vms); everything else removed"
+    return 1
+  fi
   step_done down "stopped $n VM(s), overlays removed" "$t0"
 }
 
@@ -671,10 +691,10 @@ cmd_kill() {
   [[ $i =~ ^[0-9]+$ ]] || die "usage: $0 kill N"
   f=$W/vms/vm$i.pid
   local pid
-  pid=$(read_pid "$f") && pid_alive "$f" "$pid" || die "vm$i is not running"
+  if ! pid=$(read_pid "$f") || ! pid_alive "$f" "$pid"; then die "vm$i is not running"; fi
   kill -KILL "$pid" 2>/dev/null || true
-  for ((n = 0; n < 40; n++)); do pid_alive "$f" || break; sleep 0.25; done
-  pid_alive "$f" && die "vm$i: QEMU still running after SIGKILL"
+  for ((n = 0; n < 40; n++)); do pid_alive "$f" "$pid" || break; sleep 0.25; done
+  pid_alive "$f" "$pid" && die "vm$i: QEMU still running after SIGKILL"
   log "vm$i: QEMU killed (power cut)"
 }
 
@@ -776,6 +796,21 @@ ls -l /dev/nvidia*
 EOS
 }
 
+# Lab speed, not host state: vm/zipcode.py as a .pth hook of the guest's python3, so the code Ansible's modules
+# import from their zip is compiled once per VM instead of at every task (LAB_ZIPCODE=0: without it).
+zipcode_script() {
+  local d=/usr/lib/python3/dist-packages
+  if [[ ${LAB_ZIPCODE:-1} == 0 ]]; then
+    printf 'rm -f %s/pvetune_lab_zipcode.pth %s/pvetune_lab_zipcode.py\n' "$d" "$d"
+    return 0
+  fi
+  printf "cat >%s/pvetune_lab_zipcode.py <<'EOPY'\n" "$d"
+  cat "$LAB_DIR/vm/zipcode.py"
+  printf 'EOPY\necho "import pvetune_lab_zipcode" >%s/pvetune_lab_zipcode.pth\n' "$d"
+  printf 'python3 -c "import sys; sys.modules[\\"pvetune_lab_zipcode\\"]" 2>/dev/null ||\n'
+  printf '  echo "WARNING: pvetune_lab_zipcode not loaded: every task compiles its modules again (slower)"\n'
+}
+
 cmd_seed() {   # seed [N...]: the given running VMs (default: every running VM)
   local t0=$EPOCHREALTIME i n=0
   local uvm=${LAB_UVM_MAJOR:-511} ct=${LAB_CT_UVM_MAJOR:-509}
@@ -784,7 +819,7 @@ cmd_seed() {   # seed [N...]: the given running VMs (default: every running VM)
   ((${#vms[@]})) || mapfile -t vms < <(running_vms)
   for i in "${vms[@]}"; do
     if ! [[ $i =~ ^[0-9]+$ ]] || ! pid_alive "$W/vms/vm$i.pid"; then die "seed: vm$i is not running"; fi
-    { echo "UVM_MAJOR=$uvm CT_UVM_MAJOR=$ct"; seed_script; } | lab_ssh "$(port_of "$i")" bash -s \
+    { echo "UVM_MAJOR=$uvm CT_UVM_MAJOR=$ct"; seed_script; zipcode_script; } | lab_ssh "$(port_of "$i")" bash -s \
       >"$W/vms/vm$i.seed.log" 2>&1 &
     pids+=("$!:$i")
     n=$((n + 1))

@@ -9,10 +9,14 @@
   labtool.py task-time NAME TASK   "host seconds" for every result of TASK
   labtool.py failures NAME         "host<TAB>task<TAB>msg" for every failed/unreachable result (incl. rescued)
   labtool.py audit REPORT_DIR      "host<TAB>check<TAB>status<TAB>message<TAB>current" from audit.json
-  labtool.py res NAME HOST TASK EXPR   a value of TASK's result on HOST (EXPR: dotted keys/indexes;
+  labtool.py res NAME HOST TASK EXPR...   a value of TASK's result on HOST (EXPR: dotted keys/indexes;
                                    TASK as ansible-playbook prints it, "ROLE : NAME" for a role's task)
   labtool.py health RECORD         "target<TAB>status<TAB>message" of a fix record's health gate
-  labtool.py json FILE EXPR        print a value of a JSON file (EXPR: dotted keys, e.g. failure.task)
+  labtool.py json FILE EXPR...     print a value of a JSON file (EXPR: dotted keys, e.g. failure.task)
+  labtool.py when NAME HOST TASK   the time of TASK's result on HOST (seconds since the epoch)
+
+res and json print one line per EXPR when given several (a newline inside a value then reads \\n), so one
+process answers what a shell would otherwise ask in several: each call costs a Python start and a JSON parse.
 
 Everything it prints is plain lines for the shell to check; it asserts nothing itself.
 """
@@ -107,16 +111,42 @@ def _task_is(ev, task):
     return task in (ev["task"], "%s : %s" % (ev.get("role"), ev["task"]))
 
 
-def res(name, host, task, expr):
-    """A value from the result of TASK on HOST (the first one), as json_get prints it; "no result"
+def res(name, host, task, *exprs):
+    """Values from the result of TASK on HOST (the first one), as json_get prints them; "no result"
     when there is none (exit 0 all the same: the caller's check fails on the value, and a shell
     under `set -e` does not stop at `x=$(labtool res ...)`)."""
     for ev in _summary(name)["events"]:
         if ev["event"] in RESULT_EVENTS and ev["host"] == host and _task_is(ev, task):
-            print(_render(_dig(ev["res"] or {}, expr)))
+            _print_values([_dig(ev["res"] or {}, expr) for expr in exprs])
             return 0
-    print("no result")
+    for _expr in exprs:
+        print("no result")
     return 0
+
+
+def when(name, host, task):
+    """The time of TASK's result on HOST (the first one) in seconds since the epoch, "none" without one. The
+    runner's "created" is UTC (without an offset in some versions)."""
+    from datetime import datetime, timezone
+
+    for ev in _summary(name)["events"]:
+        if ev["event"] in RESULT_EVENTS and ev["host"] == host and _task_is(ev, task) and ev.get("time"):
+            stamp = datetime.fromisoformat(ev["time"])
+            if stamp.tzinfo is None:
+                stamp = stamp.replace(tzinfo=timezone.utc)
+            print("%.3f" % stamp.timestamp())
+            return 0
+    print("none")
+    return 0
+
+
+def _print_values(values):
+    """One value: as _render prints it. Several: one line each (a newline in a value reads \\n)."""
+    if len(values) == 1:
+        print(_render(values[0]))
+        return
+    for value in values:
+        print(_render(value).replace("\n", "\\n"))
 
 
 def health(path):
@@ -155,9 +185,10 @@ def audit(report_dir):
                   " ".join(str(check.get("current") or "").split()), sep="\t")
 
 
-def json_get(path, expr):
+def json_get(path, *exprs):
     with open(path) as handle:
-        print(_render(_dig(json.load(handle), expr)))
+        data = json.load(handle)
+    _print_values([_dig(data, expr) for expr in exprs])
 
 
 def main(argv):
@@ -166,8 +197,10 @@ def main(argv):
     cmd, rest = argv[1], argv[2:]
     if cmd == "play" and len(rest) >= 2:
         return play(rest[0], rest[1], rest[2:])
-    if cmd == "res" and len(rest) == 4:
+    if cmd == "res" and len(rest) >= 4:
         return res(*rest)
+    if cmd == "when" and len(rest) == 3:
+        return when(*rest)
     if cmd == "health" and len(rest) == 1:
         return health(rest[0]) or 0
     if cmd == "task-time" and len(rest) == 2:
@@ -176,8 +209,8 @@ def main(argv):
         return {"stats": stats, "events": events, "failures": failures}[cmd](rest[0]) or 0
     if cmd == "audit" and len(rest) == 1:
         return audit(rest[0]) or 0
-    if cmd == "json" and len(rest) == 2:
-        return json_get(rest[0], rest[1]) or 0
+    if cmd == "json" and len(rest) >= 2:
+        return json_get(*rest) or 0
     sys.exit(__doc__)
 
 

@@ -3,7 +3,6 @@ import hashlib
 import os
 import sys
 
-import pytest
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "tests"))
@@ -86,8 +85,3 @@ def tree_digest(root):
         for name in dirnames:
             digest.update(os.path.relpath(os.path.join(dirpath, name), root).encode() + b"/\0")
     return digest.hexdigest()
-
-
-@pytest.fixture
-def demo_digest():
-    return tree_digest(DEMO_SNAPSHOTS)

@@ -3,6 +3,7 @@ import json
 import os
 import xml.etree.ElementTree as ET
 
+import pytest
 from conftest import DEMO_SNAPSHOTS, TOP, run_playbook, tree_digest
 from scratch_host import make_scratch
 from treeinventory import write_inventory
@@ -14,9 +15,40 @@ def statuses(checks):
     return {c["id"]: c["status"] for c in checks}
 
 
-def test_demo_fleet_audit(tmp_path, demo_digest):
-    reports = tmp_path / "reports"
-    run = run_playbook(tmp_path, "audit.yml", extravars={"pvetune_report_dir": str(reports)}, cmdline="--diff")
+@pytest.fixture(scope="module")
+def demo_audit(tmp_path_factory):
+    """audit.yml --diff on the demo fleet, once (test_demo_fleet_audit, and the direct audit the collect test
+    compares with), with the snapshot trees' digest from before it."""
+    base = tmp_path_factory.mktemp("demo-audit")
+    digest = tree_digest(DEMO_SNAPSHOTS)
+    run = run_playbook(base, "audit.yml", extravars={"pvetune_report_dir": str(base / "reports")}, cmdline="--diff")
+    return run, base / "reports", digest
+
+
+@pytest.fixture(scope="module")
+def broken_hosts_audit(tmp_path_factory):
+    """audit.yml on a good host, one whose root is missing and one that is unreachable, once
+    (test_unreachable_and_broken_hosts_are_reported_not_hidden and
+    test_a_failing_host_charges_no_other read it)."""
+    base = tmp_path_factory.mktemp("broken-hosts")
+    inv = base / "inv.yml"
+    inv.write_text(
+        "all:\n  children:\n    gpu_hosts:\n      hosts:\n"
+        "        good:\n          ansible_connection: local\n"
+        "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+        "          pvetune_root: %s/pve-gpu02\n"
+        "        missing-root:\n          ansible_connection: local\n"
+        "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+        "          pvetune_root: /nonexistent/pvetune\n"
+        "        down:\n          ansible_host: 127.0.0.1\n          ansible_port: 9\n"
+        "          ansible_user: nobody\n" % DEMO_SNAPSHOTS)
+    run = run_playbook(base, "audit.yml", inventory=str(inv),
+                       extravars={"pvetune_report_dir": str(base / "r"), "ansible_become": False})
+    return run, base / "r"
+
+
+def test_demo_fleet_audit(demo_audit):
+    run, reports, demo_digest = demo_audit
     # Exit status: pve-gpu01, pve-gpu04 (ACS) and pve-gpu05 fail high-severity checks.
     assert run.rc == 2, run.stdout[-2000:]
     assert run.status == "failed"
@@ -113,22 +145,10 @@ def test_severity_threshold_decides_the_exit_status(tmp_path):
     assert doc["hosts"][0]["summary"]["failing"] == ["lxc.gpu_devices"]
 
 
-def test_unreachable_and_broken_hosts_are_reported_not_hidden(tmp_path):
-    inv = tmp_path / "inv.yml"
-    inv.write_text(
-        "all:\n  children:\n    gpu_hosts:\n      hosts:\n"
-        "        good:\n          ansible_connection: local\n"
-        "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
-        "          pvetune_root: %s/pve-gpu02\n"
-        "        missing-root:\n          ansible_connection: local\n"
-        "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
-        "          pvetune_root: /nonexistent/pvetune\n"
-        "        down:\n          ansible_host: 127.0.0.1\n          ansible_port: 9\n"
-        "          ansible_user: nobody\n" % DEMO_SNAPSHOTS)
-    run = run_playbook(tmp_path, "audit.yml", inventory=str(inv),
-                       extravars={"pvetune_report_dir": str(tmp_path / "r"), "ansible_become": False})
+def test_unreachable_and_broken_hosts_are_reported_not_hidden(broken_hosts_audit):
+    run, reports = broken_hosts_audit
     assert run.rc != 0
-    doc = json.loads((tmp_path / "r" / "latest" / "audit.json").read_text())
+    doc = json.loads((reports / "latest" / "audit.json").read_text())
     hosts = {h["host"]: h for h in doc["hosts"]}
     assert hosts["good"]["checks"] and not hosts["good"]["summary"]["failed"]
     assert hosts["missing-root"]["error"] and "not a directory" in hosts["missing-root"]["error"]
@@ -138,7 +158,19 @@ def test_unreachable_and_broken_hosts_are_reported_not_hidden(tmp_path):
     assert doc["summary"]["unaudited_hosts"] == ["down", "missing-root"]
 
 
-def test_collect_then_audit_the_snapshots_gives_the_same_results(tmp_path):
+def test_a_failing_host_charges_no_other(broken_hosts_audit):
+    """One unreachable and one unreadable host: exactly they fail; the host that passed shows failed=0.
+    (Moved from test_operator_ux.py, which ran the same audit of the same inventory.)"""
+    run, _ = broken_hosts_audit
+    assert run.rc != 0
+    failures = run.stats()["failures"]
+    assert failures.get("good", 0) == 0 and failures.get("missing-root") and failures.get("down"), failures
+    msgs = [e["res"].get("msg", "") for e in run.results(event="runner_on_failed")]
+    assert any("down could not be audited" in m for m in msgs), msgs
+    assert not any("good" in m and "could not be audited" in m for m in msgs)
+
+
+def test_collect_then_audit_the_snapshots_gives_the_same_results(tmp_path, demo_audit):
     snaps = tmp_path / "snaps"
     run = run_playbook(tmp_path, "collect.yml", extravars={"pvetune_snapshot_dir": str(snaps)})
     assert run.rc == 0, run.stdout[-2000:]
@@ -154,8 +186,8 @@ def test_collect_then_audit_the_snapshots_gives_the_same_results(tmp_path):
     assert (gpu04 / "sys/kernel/iommu_groups/32/type").read_text() == "DMA\n"
     ids = (gpu04 / "usr/share/misc/pci.ids").read_text()
     assert ids.startswith("# pci.ids lines for this host's functions") and len(ids.splitlines()) == 7
-    direct = run_playbook(tmp_path, "audit.yml", extravars={"pvetune_report_dir": str(tmp_path / "a")})
-    again = run_playbook(tmp_path, "audit.yml", inventory=str(snaps / "inventory.yml"),
+    direct, direct_reports, _ = demo_audit   # the audit of the demo fleet itself (--diff, as this one)
+    again = run_playbook(tmp_path, "audit.yml", inventory=str(snaps / "inventory.yml"), cmdline="--diff",
                          extravars={"pvetune_report_dir": str(tmp_path / "b")})
     assert direct.rc == again.rc == 2
 
@@ -163,7 +195,7 @@ def test_collect_then_audit_the_snapshots_gives_the_same_results(tmp_path):
         doc = json.loads((path / "latest" / "audit.json").read_text())
         return {h["host"]: [(c["id"], c["status"], c["current"]) for c in h["checks"]] for h in doc["hosts"]}
 
-    assert table(tmp_path / "a") == table(tmp_path / "b")
+    assert table(direct_reports) == table(tmp_path / "b")
     assert os.path.isdir(os.path.join(TOP, "demo", "snapshots", "pve-gpu01"))
 
 

@@ -38,33 +38,27 @@ def record(tmp_path, step, host):
         return json.load(handle)
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    roots = {h: make_scratch(h, str(tmp_path / h)) for h in HOSTS}
-    return make_cluster(tmp_path / "cluster", HOSTS, trees=roots, ha_services=[("vm:300", "pve-gpu01")],
+def new_cluster(base):
+    roots = {h: make_scratch(h, str(base / h)) for h in HOSTS}
+    return make_cluster(base / "cluster", HOSTS, trees=roots, ha_services=[("vm:300", "pve-gpu01")],
                         osds={h: [2 * i, 2 * i + 1] for i, h in enumerate(HOSTS)})
 
 
-def test_a_node_down_refuses_the_next_reboot_and_stops_the_rollout(tmp_path, cluster):
-    cluster.set_up(HOSTS[2], False)
-    inv = inventory(tmp_path, {h: cluster.trees[h] for h in HOSTS[:2]})
-    run = play(tmp_path, "down", inv, pvetune_reboot_ok=True)
-    assert run.rc != 0
-    assert "Rollout stopped at pve-gpu01: task '%s' failed" % GATE_TASK in run.stdout, run.stdout[-3000:]
-    rec = record(tmp_path, "down", "pve-gpu01")
-    assert rec["result"] == "failed" and rec["failure"]["task"] == GATE_TASK
-    assert "rebooting pve-gpu01 would leave 1 votes" in rec["failure"]["message"], rec["failure"]
-    assert "below the quorum of 2" in rec["failure"]["message"]
-    assert not os.path.exists(os.path.join(str(tmp_path / "reports"), "fix-down", "pve-gpu04.json"))
-    assert not any(e["event_data"].get("host") == "pve-gpu04" for e in run.events
-                   if e.get("event", "").startswith("runner_on") and e["event_data"].get("play") == ROLLING), \
-        "the rolling play never reached pve-gpu04"
-    assert cluster.calls("pve-gpu04") == [], "nothing ran on pve-gpu04"
-    state = cluster.state()
-    assert state["ha"]["maintenance"] == [] and not any(o["noout"] for o in state["ceph"]["osds"])
+@pytest.fixture
+def cluster(tmp_path):
+    """A cluster of its own, for a test that changes it or its trees."""
+    return new_cluster(tmp_path)
 
 
-def test_check_mode_prints_the_decision_and_changes_nothing_in_the_cluster(tmp_path, cluster):
+@pytest.fixture(scope="module")
+def unchanged_cluster(tmp_path_factory):
+    """One cluster for the tests whose runs change nothing in it or its trees (--check, a refusal before any
+    change): each asserts on its own run, the calls it made and the state it leaves."""
+    return new_cluster(tmp_path_factory.mktemp("unchanged"))
+
+
+def test_check_mode_prints_the_decision_and_changes_nothing_in_the_cluster(tmp_path, unchanged_cluster):
+    cluster = unchanged_cluster
     before = cluster.state()
     inv = inventory(tmp_path, cluster.trees)
     run = play(tmp_path, "check", inv, cmdline="--tags cmdline --check --diff", pvetune_reboot_ok=True)
@@ -159,9 +153,10 @@ def test_hosts_needing_no_reboot_in_batches_of_four(tmp_path):
     assert not run.results(task_name=GATE_TASK)
 
 
-def test_a_canary_then_two_at_once_would_break_quorum(tmp_path, cluster):
+def test_a_canary_then_two_at_once_would_break_quorum(tmp_path, unchanged_cluster):
     """pvetune_serial [1, 2] (--check, which shows every host's decision): pve-gpu01 alone may reboot; pve-gpu04 and
     pve-gpu05 in one batch count each other as gone (3 - 1 - 1 < 2), so neither may."""
+    cluster = unchanged_cluster
     inv = inventory(tmp_path, cluster.trees)
     run = play(tmp_path, "canary", inv, cmdline="--tags cmdline --check", pvetune_reboot_ok=True,
                pvetune_serial=[1, 2])
@@ -176,19 +171,46 @@ def test_a_canary_then_two_at_once_would_break_quorum(tmp_path, cluster):
     assert "would refuse the reboot (the rollout would stop here)" in msgs["pve-gpu04"], msgs
 
 
-def test_bad_batch_sizes_are_refused_before_any_host(tmp_path, cluster):
+def test_bad_batch_sizes_are_refused_before_any_host(tmp_path, unchanged_cluster):
+    cluster = unchanged_cluster
     inv = inventory(tmp_path, cluster.trees)
     run = play(tmp_path, "bad", inv, pvetune_batch="a few")
     assert run.rc != 0 and "pvetune_batch must be a number or a percentage" in run.stdout, run.stdout[-2000:]
     assert not os.path.exists(str(tmp_path / "reports" / "fix-bad"))
 
 
-def test_a_host_pattern_with_commas_keeps_its_exclusion(tmp_path, cluster):
+def test_a_host_pattern_with_commas_keeps_its_exclusion(tmp_path, unchanged_cluster):
     """pvetune_hosts "gpu_hosts,!pve-gpu04": the rolling play's intersection with its group must not lose the
     exclusion (Ansible splits a pattern string on commas)."""
+    cluster = unchanged_cluster
     inv = inventory(tmp_path, cluster.trees)
     run = play(tmp_path, "comma", inv, cmdline="--tags cmdline --check", pvetune_reboot_ok=True,
                pvetune_hosts="gpu_hosts,!pve-gpu04")
     assert run.rc == 0, run.stdout[-3000:]
     decided = sorted(r["host"] for r in run.results(task_name="Cluster decision"))
     assert decided == ["pve-gpu01", "pve-gpu05"], decided
+
+
+def test_a_node_down_refuses_the_next_reboot_and_stops_the_rollout(tmp_path, unchanged_cluster):
+    """Last of the tests on the shared cluster: its run fails for real on pve-gpu01 (the gate refuses)."""
+    cluster = unchanged_cluster
+    calls_before = len(cluster.calls("pve-gpu04"))
+    cluster.set_up(HOSTS[2], False)
+    try:
+        inv = inventory(tmp_path, {h: cluster.trees[h] for h in HOSTS[:2]})
+        run = play(tmp_path, "down", inv, pvetune_reboot_ok=True)
+    finally:
+        cluster.set_up(HOSTS[2], True)
+    assert run.rc != 0
+    assert "Rollout stopped at pve-gpu01: task '%s' failed" % GATE_TASK in run.stdout, run.stdout[-3000:]
+    rec = record(tmp_path, "down", "pve-gpu01")
+    assert rec["result"] == "failed" and rec["failure"]["task"] == GATE_TASK
+    assert "rebooting pve-gpu01 would leave 1 votes" in rec["failure"]["message"], rec["failure"]
+    assert "below the quorum of 2" in rec["failure"]["message"]
+    assert not os.path.exists(os.path.join(str(tmp_path / "reports"), "fix-down", "pve-gpu04.json"))
+    assert not any(e["event_data"].get("host") == "pve-gpu04" for e in run.events
+                   if e.get("event", "").startswith("runner_on") and e["event_data"].get("play") == ROLLING), \
+        "the rolling play never reached pve-gpu04"
+    assert cluster.calls("pve-gpu04")[calls_before:] == [], "nothing ran on pve-gpu04"
+    state = cluster.state()
+    assert state["ha"]["maintenance"] == [] and not any(o["noout"] for o in state["ceph"]["osds"])

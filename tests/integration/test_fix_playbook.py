@@ -63,14 +63,23 @@ def fleet(tmp_path_factory):
     return {"base": base, "roots": roots, "inventory": inventory, "originals": originals}
 
 
+@pytest.fixture(scope="module")
+def check_run(fleet, tmp_path_factory):
+    """fix.yml --check --diff on the untouched fleet, once: test_1 reads its events and records,
+    test_1c its terminal output (the pvetune stdout callback, as the operator sees it), test_5 its note for a
+    run without pvetune_reboot_ok."""
+    return run_playbook(tmp_path_factory.mktemp("check"), "fix.yml", inventory=fleet["inventory"],
+                        cmdline="--check --diff", envvars={"ANSIBLE_STDOUT_CALLBACK": "pvetune"},
+                        extravars={"pvetune_report_dir": os.path.join(fleet["base"], "reports-check")})
+
+
 def recap(run, host):
     stats = run.stats()
     return {k: stats[k].get(host, 0) for k in ("ok", "changed", "failures", "skipped")}
 
 
-def test_1_check_diff_plans_changes_and_writes_nothing(fleet, tmp_path):
-    run = run_playbook(tmp_path, "fix.yml", inventory=fleet["inventory"], cmdline="--check --diff",
-                       extravars={"pvetune_report_dir": os.path.join(fleet["base"], "reports-check")})
+def test_1_check_diff_plans_changes_and_writes_nothing(fleet, check_run):
+    run = check_run
     assert run.rc == 0, run.stdout[-3000:]
     for host in HOSTS:
         assert differences(fleet["originals"][host], files_of(fleet["roots"][host])) == [], host
@@ -146,6 +155,22 @@ def test_1b_without_the_policy_no_acs_write_is_planned(fleet, tmp_path):
     assert differences(fleet["originals"]["pve-gpu04"], files_of(fleet["roots"]["pve-gpu04"])) == []
 
 
+def test_1c_check_diff_on_the_demo_fleet_is_short_and_shows_every_change(check_run):
+    """The operator's view: the terminal output of `ansible-playbook fix.yml --check --diff` on the demo fleet
+    (test_1's run; moved here from test_operator_ux.py, where it ran the same command on the snapshots)."""
+    assert check_run.rc == 0, check_run.stdout[-3000:]
+    lines = check_run.stdout.splitlines()
+    assert len(lines) < 500, len(lines)  # five hosts (367 lines for four before pve-gpu04)
+    text = check_run.stdout
+    for expected in ("+kernel.numa_balancing = 0", "+pcie:0000:01:00.0 MaxReadReq = 4096 bytes (DevCtl 5137)",
+                     "amd_pstate=active processor.max_cstate=1", "intel_idle.max_cstate=1",
+                     "+pin: the newest 6.14 kernel, known after the install", "+pin: 6.14.8-2-pve",
+                     "+lxc.cgroup2.devices.allow: c 509:* rwm", "+create /usr/local/sbin/pvetune-boot",
+                     "+amd_pstate:status = active", "energy_performance_preference = performance"):
+        assert expected in text, expected
+    assert "def main" not in text and text.count("--- before: /etc/pve/nodes/pve-gpu01/lxc/101.conf") == 1
+
+
 def test_2_fix_then_every_check_passes_or_is_pending(fleet, tmp_path):
     run = run_playbook(tmp_path, "fix.yml", inventory=fleet["inventory"],
                        extravars={"pvetune_report_dir": os.path.join(fleet["base"], "reports-fix")})
@@ -213,26 +238,23 @@ def test_4_rollback_restores_every_touched_file(fleet, tmp_path):
     assert os.path.isdir(DEMO_SNAPSHOTS)
 
 
-def test_5_legacy_reboot_ok_still_works_and_is_deprecated(fleet, tmp_path):
-    """-e reboot_ok=true (the old name of pvetune_reboot_ok) is honoured, with a deprecation warning."""
+def test_5_legacy_reboot_ok_still_works_and_is_deprecated(fleet, check_run, tmp_path):
+    """-e reboot_ok=true (the old name of pvetune_reboot_ok) is honoured, with a deprecation warning. The run
+    without it is test_1's (--check, neither name given)."""
     def pending_note(run):
         (note,) = run.results(task_name="Note that the host is pending a reboot", host="pve-gpu01")
         return note["res"]["msg"]
 
-    report_dir = os.path.join(fleet["base"], "reports-legacy")
-    # One private data dir per run: ansible-runner keeps a run's extravars in <dir>/env/ for the next one.
-    (tmp_path / "old").mkdir()
-    (tmp_path / "new").mkdir()
-    old = run_playbook(tmp_path / "old", "fix.yml", inventory=fleet["inventory"], cmdline="--check", limit="pve-gpu01",
-                       extravars={"reboot_ok": True, "pvetune_report_dir": report_dir})
+    old = run_playbook(tmp_path, "fix.yml", inventory=fleet["inventory"], cmdline="--check", limit="pve-gpu01",
+                       extravars={"reboot_ok": True,
+                                  "pvetune_report_dir": os.path.join(fleet["base"], "reports-legacy")})
     assert old.rc == 0, old.stdout[-3000:]
     (preflight,) = old.results(task_name="Check every input of this run before anything is changed")
     deprecations = json.dumps(preflight["res"].get("deprecations", [])) + old.stdout
     assert "reboot_ok is deprecated, use pvetune_reboot_ok" in deprecations, deprecations[-3000:]
     # Its effect: the reboot was allowed, and only the root (a tree, never rebooted) kept the host pending.
     assert "its root is a tree" in pending_note(old)
-    new = run_playbook(tmp_path / "new", "fix.yml", inventory=fleet["inventory"], cmdline="--check", limit="pve-gpu01",
-                       extravars={"pvetune_report_dir": report_dir})
+    new = check_run
     assert new.rc == 0, new.stdout[-3000:]
     assert "pvetune_reboot_ok is false" in pending_note(new)
     assert "deprecated" not in json.dumps(new.results(task_name="Check every input of this run before anything "

@@ -104,3 +104,15 @@ install_promtool() {
   rm -rf "$tmp"
 }
 if [[ $PYSET == dev ]]; then install_promtool; fi
+
+# The tests' compile cache (tests/zipcode.py): the modules of every playbook the tests run import their code from
+# Ansible's zip and compile it at every task; this venv's Python keeps the compiled code instead (same code, ~1/3
+# less CPU per playbook run). Development set only; PVETUNE_ZIPCODE=0 turns it off for one command.
+install_zipcode() {
+  local site
+  site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  cmp -s "$TOP/tests/zipcode.py" "$site/pvetune_zipcode.py" && [[ -f "$site/pvetune_zipcode.pth" ]] && return 0
+  cp "$TOP/tests/zipcode.py" "$site/pvetune_zipcode.py.part" && mv "$site/pvetune_zipcode.py.part" "$site/pvetune_zipcode.py"
+  echo "import pvetune_zipcode" > "$site/pvetune_zipcode.pth"
+}
+if [[ $PYSET == dev ]]; then install_zipcode; fi

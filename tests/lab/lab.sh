@@ -796,8 +796,9 @@ ls -l /dev/nvidia*
 EOS
 }
 
-# Lab speed, not host state: vm/zipcode.py as a .pth hook of the guest's python3, so the code Ansible's modules
-# import from their zip is compiled once per VM instead of at every task (LAB_ZIPCODE=0: without it).
+# Lab speed, not host state: tests/zipcode.py as a .pth hook of the guest's python3, so the code Ansible's modules
+# import from their zip is compiled once per VM instead of at every task (LAB_ZIPCODE=0: without it). Its cache is
+# /var/cache/pvetune-lab/zipcode, which the VM state listings leave out.
 zipcode_script() {
   local d=/usr/lib/python3/dist-packages
   if [[ ${LAB_ZIPCODE:-1} == 0 ]]; then
@@ -805,8 +806,8 @@ zipcode_script() {
     return 0
   fi
   printf "cat >%s/pvetune_lab_zipcode.py <<'EOPY'\n" "$d"
-  cat "$LAB_DIR/vm/zipcode.py"
-  printf 'EOPY\necho "import pvetune_lab_zipcode" >%s/pvetune_lab_zipcode.pth\n' "$d"
+  cat "$LAB_DIR/../zipcode.py"
+  printf 'EOPY\necho "import os; os.environ.setdefault(\\"PVETUNE_ZIPCODE_DIR\\", \\"/var/cache/pvetune-lab/zipcode\\"); import pvetune_lab_zipcode" >%s/pvetune_lab_zipcode.pth\n' "$d"
   printf 'python3 -c "import sys; sys.modules[\\"pvetune_lab_zipcode\\"]" 2>/dev/null ||\n'
   printf '  echo "WARNING: pvetune_lab_zipcode not loaded: every task compiles its modules again (slower)"\n'
 }

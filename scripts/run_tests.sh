@@ -80,7 +80,8 @@ phase_cluster()     { join_prebuild images
 # (tests/hardening). Needs fuse3 and podman (bootstrap.sh containers) and builds the bookworm image if missing.
 phase_hardening()   { join_prebuild images
                       "$PY" tests/fixtures/corpus/make_corpus.py --check &&
-                      "$PY" -m pytest -q -p no:cacheprovider --durations=8 --basetemp="${TMPDIR:-/tmp}/hardening" tests/hardening; }
+                      "$PY" -m pytest -q -p no:cacheprovider --durations=8 -n "${PVETUNE_TEST_WORKERS:-2}" --dist loadfile \
+                        --basetemp="${TMPDIR:-/tmp}/hardening" tests/hardening; }
 # The collection: ansible-test sanity on the tarball scripts/build_collection.sh builds, then that tarball installed
 # into a fresh venv (ansible-core only; wheels cached in ~/.cache/pvetune/wheels/runtime) and used by FQCN (tests/collection).
 phase_sanity()      { local rc=0; scripts/ansible_test_sanity.sh || rc=1

@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import math
 import os
 import time
 
@@ -50,7 +51,7 @@ def read_holder(real):
         taken_at = float(holder.get("taken_at"))
     except (TypeError, ValueError):
         taken_at = None
-    if taken_at is None or taken_at != taken_at or taken_at < 0:   # missing, not a number, NaN
+    if taken_at is None or math.isnan(taken_at) or taken_at < 0:   # missing, not a number, NaN
         holder = dict(holder, taken_at=mtime)
     if not isinstance(holder.get("run_id"), str) or not holder["run_id"]:
         holder = dict(holder, run_id="(unreadable lock file: no run id)")

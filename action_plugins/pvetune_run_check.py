@@ -7,14 +7,16 @@ A play keyword (hosts, serial) is templated before any host is known, from the e
 see the inventory: the module compares the two (core/runcheck.py, check_play_keywords). Only the controller can
 tell an -e value from a group_vars/all one (the implicit localhost gets group_vars/all too): the names of the
 extra vars are ansible-core's own parse of the -e options (load_extra_vars, the VariableManager's source, cached
-for the run), and the values are each host's hostvars.
+for the run), and the values are each host's hostvars. It also names this invocation (token, controller pid).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import binascii
 import os
+import socket
 
 import ansible.module_utils
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -45,5 +47,9 @@ class ActionModule(ActionBase):
                 found = hostvars[host]
                 args["host_vars"][host] = {name: found[name] for name in PLAY_KEYWORD_VARS if name in found}
         result = merge_hash(result, self._execute_module(module_args=args, task_vars=task_vars))
+        # This invocation: a worker's parent is the ansible-playbook process; the token tells two invocations with
+        # one run id apart in the host locks.
+        result["token"] = binascii.hexlify(os.urandom(16)).decode("ascii")
+        result["controller"] = "%s pid %d" % (socket.gethostname(), os.getppid())
         self._remove_tmp_path(self._connection._shell.tmpdir)  # as the normal action plugin does
         return result

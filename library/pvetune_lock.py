@@ -12,11 +12,14 @@ DOCUMENTATION = r"""
 module: pvetune_lock
 short_description: Hold a per-host lock for the duration of a pvetune fix run
 description:
-  - With O(state=present), creates the lock file atomically (O_EXCL) and records the run id, the controller
-    and the time. A second run against the same host fails with a message that names the holder and its age.
-    Taking the lock again with the same run id succeeds (a rerun of the same playbook run).
+  - With O(state=present), creates the lock file atomically (O_EXCL) and records the run id, the invocation's
+    O(token), the O(controller), the O(owner) and the time. A second run against the same host fails with a message
+    that names the holder and its age. Taking the lock again with the same run id and token succeeds (a later task
+    of the same invocation); the same run id with another token is another run and is refused.
   - With O(state=absent), releases the lock if this run holds it; a lock held by another run is left alone.
-  - A lock older than O(stale_after) seconds is reported as stale; it is only broken with O(break_stale=true).
+  - A lock older than O(stale_after) seconds is reported as stale; it is only broken with O(break_stale=true), and
+    never while a pvetune module process still changes the host (a module outlives a controller that died; every
+    write announces its pid in C(/run/pvetune/busy.<pid>) while it runs).
 version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
@@ -34,6 +37,16 @@ options:
     default: /run/pvetune/fix.lock
   owner:
     description: Who takes the lock (shown to a second run), for example the controller's user and host name.
+    type: str
+    default: ""
+  token:
+    description:
+      - The invocation's token (up to 64 lowercase hex digits), fixed once per ansible-playbook invocation (the run
+        check's RV(pvetune_run_check#module:token)). Empty for a caller without one (matched by run id alone).
+    type: str
+    default: ""
+  controller:
+    description: The controller host and the pid of its ansible-playbook process, shown to a second run.
     type: str
     default: ""
   stale_after:
@@ -80,7 +93,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 holder:
-  description: The lock's content (run id, owner, time taken) after the call, or empty when released.
+  description: The lock's content (run id, token, controller, owner, time taken) after the call, or empty when released.
   returned: always
   type: dict
 """
@@ -101,6 +114,8 @@ def main():
             owner=dict(type="str", default=""),
             stale_after=dict(type="int", default=21600),
             break_stale=dict(type="bool", default=False),
+            token=dict(type="str", default="", no_log=False),
+            controller=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
@@ -115,7 +130,7 @@ def main():
             module.exit_json(changed=False, holder={}, msg="not held: %s" % exc)
         module.fail_json(msg=str(exc))
     failed, result = lock(fsroot, p["run_id"], p["state"], p["path"], p["owner"], p["stale_after"],
-                          p["break_stale"], module.check_mode)
+                          p["break_stale"], module.check_mode, token=p["token"], controller=p["controller"])
     if failed:
         module.fail_json(**result)
     module.exit_json(**result)

@@ -150,6 +150,19 @@ policy_message:
   description: One message for all invalid policies (empty when there are none).
   returned: success
   type: str
+token:
+  description:
+    - 32 random lowercase hex digits naming this ansible-playbook invocation, set by the action plugin on the
+      controller. The host locks record it (M(pvetune_lock) O(pvetune_lock#module:token)), so two invocations
+      given the same run id are told apart.
+  returned: success
+  type: str
+  sample: 5f0c9a3e1b7d4c2a8e6f0b1d3c5a7e9f
+controller:
+  description: The controller's host name and the pid of its ansible-playbook process, recorded in the host locks.
+  returned: success
+  type: str
+  sample: ops1 pid 41230
 """
 
 from ansible.module_utils.basic import AnsibleModule

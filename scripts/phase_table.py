@@ -6,7 +6,8 @@
                                                             # rewrite README.md between the phase-table markers
 
 A timings line is "PHASE STATUS SECONDSs  cpu N.NN cores  tests N passed, ..." for a phase and
-"build:NAME STATUS SECONDSs  (waited Ns)" for a background build; run_tests.sh's last line is "total Ns".
+"build:NAME STATUS SECONDSs  (waited Ns)" for a background build; run_tests.sh's last line is "total Ns". A phase
+that ran at the same time as another ends in "(beside OTHER)", the other in "(with PHASE beside)".
 """
 import argparse
 import os
@@ -18,7 +19,8 @@ BEGIN = "<!-- phase-table:begin (scripts/phase_table.py) -->"
 END = "<!-- phase-table:end -->"
 LINE = re.compile(r"^(?P<name>[\w:-]+)\s+(?P<status>ok|FAILED)\s+(?P<secs>\d+)s(?P<rest>.*)$")
 CPU = re.compile(r"cpu (?P<cores>[\d.]+) cores")
-TESTS = re.compile(r"tests (?P<tests>.+)$")
+TESTS = re.compile(r"tests (?P<tests>[^(]+?)\s*(\(|$)")
+NOTE = re.compile(r"\((?P<note>(with|beside) [^)]*)\)")
 WAITED = re.compile(r"\(waited (?P<waited>\d+)s\)")
 TOTAL = re.compile(r"^total\s+(?P<secs>\d+)s")
 
@@ -37,10 +39,10 @@ def parse(text):
             continue
         row = {"name": match.group("name"), "status": match.group("status"), "secs": int(match.group("secs"))}
         rest = match.group("rest")
-        for pattern in (CPU, TESTS, WAITED):
+        for pattern in (CPU, TESTS, WAITED, NOTE):
             found = pattern.search(rest)
             if found:
-                row.update(found.groupdict())
+                row.update((k, v) for k, v in found.groupdict().items() if k in ("cores", "tests", "waited", "note"))
         rows.append(row)
     return rows, total
 
@@ -61,9 +63,12 @@ def render(rows, total, caption):
             wall = "%d s (background, waited %s s)" % (row["secs"], row.get("waited", "?"))
         else:
             wall = "%d s" % row["secs"]
-        out.append("| %s | %s | %s | %s | %s |" % (row["name"], row["status"], wall, row.get("cores", ""),
+        name = row["name"] + (" (%s)" % row["note"] if row.get("note") else "")
+        out.append("| %s | %s | %s | %s | %s |" % (name, row["status"], wall, row.get("cores", ""),
                                                    row.get("tests", "")))
-    phases = sum(r["secs"] for r in rows if not r["name"].startswith("build:"))
+    # A phase that ran beside another adds no wall time of its own: the sum leaves it out, like the builds.
+    phases = sum(r["secs"] for r in rows
+                 if not r["name"].startswith("build:") and not r.get("note", "").startswith("beside"))
     out.append("")
     if total is not None:
         out.append("Total %s (%d s; %d s of phases)." % (minutes(total), total, phases))

@@ -4,6 +4,8 @@
 #   scripts/run_tests.sh                       # every phase
 #   PVETUNE_TEST_PHASES="unit integration" scripts/run_tests.sh
 #   PVETUNE_TEST_WORKERS=1 ...                 # the integration phase in one process (default 2, pytest-xdist)
+#   PVETUNE_TEST_PHASES="cluster+sanity"       # phases joined by + run at the same time (the first one's output
+#                                              # streams, the others' is printed when they end)
 #
 # Every phase runs even if an earlier one failed; the exit status is non-zero
 # if any phase failed. Timings go to tests/output/timings.txt.
@@ -21,7 +23,9 @@ if [[ -d /dev/shm && -w /dev/shm ]]; then
   mkdir -p "$TMPDIR"
 fi
 
-ALL_PHASES="static lint unit integration cluster hardening sanity molecule lab"
+# sanity (ansible-test: one busy core, ~200 s) runs beside cluster (a corosync lab in containers that mostly waits,
+# under one core): the two fill the machine's two cores instead of leaving one idle for ~5 minutes.
+ALL_PHASES="static lint unit integration cluster+sanity hardening molecule lab"
 PHASES="${PVETUNE_TEST_PHASES:-$ALL_PHASES}"
 mkdir -p tests/output
 timings=tests/output/timings.txt
@@ -57,7 +61,7 @@ stop_prebuilds() {
   for pid in "${PREBUILD_PID[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
 }
 trap 'stop_prebuilds; [[ -n "${TMPDIR:-}" && "$TMPDIR" == /dev/shm/pvetune-tests-* ]] && rm -rf "$TMPDIR"' EXIT
-wants() { [[ " $PHASES " == *" $1 "* ]]; }
+wants() { [[ " ${PHASES//+/ } " == *" $1 "* ]]; }
 if [[ $(id -u) -eq 0 && "${PVETUNE_PREBUILD:-1}" != 0 ]]; then
   if wants cluster || wants hardening || wants molecule; then prebuild images scripts/build_images.sh; fi
   if wants lab; then prebuild lab bash -c 'tests/lab/lab.sh deps && tests/lab/lab.sh build'; fi
@@ -88,7 +92,10 @@ phase_sanity()      { local rc=0; scripts/ansible_test_sanity.sh || rc=1
                       "$PY" -m pytest -q -p no:cacheprovider --durations=8 --basetemp="${TMPDIR:-/tmp}/collection" \
                         tests/collection || rc=1
                       return $rc; }
-phase_molecule()    { join_prebuild images; if [[ -x scripts/run_molecule.sh ]]; then scripts/run_molecule.sh; else echo "no molecule scenarios yet"; fi; }
+# Both scenarios at once (their own containers and logs): each keeps about one core busy (~300 s instead of ~480 s).
+phase_molecule()    { join_prebuild images
+                      if [[ -x scripts/run_molecule.sh ]]; then PVETUNE_MOLECULE_PARALLEL="${PVETUNE_MOLECULE_PARALLEL:-1}" scripts/run_molecule.sh
+                      else echo "no molecule scenarios yet"; fi; }
 phase_lab()         { join_prebuild lab; if [[ -x tests/lab/lab-test.sh ]]; then tests/lab/lab-test.sh; else echo "no lab test yet"; fi; }
 
 # busy_jiffies: the machine's CPU time in use so far (all cores, /proc/stat), for each phase's "cpu" column: how many
@@ -105,20 +112,49 @@ test_counts() {
 }
 busy_jiffies() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
 HZ=$(getconf CLK_TCK)
+cpu_cores() {   # cpu_cores J0 J1 SECONDS: cores busy on average between two busy_jiffies readings
+  awk -v j=$(($2 - $1)) -v hz="$HZ" -v t="$3" 'BEGIN { printf "%.2f", (t > 0 ? j / hz / t : 0) }'
+}
+phase_line() {  # phase_line NAME STATUS SECONDS CORES LOG [NOTE]: a timings line (scripts/phase_table.py reads it)
+  printf '%-12s %-6s %5ds  cpu %s cores%s%s\n' "$1" "$2" "$3" "$4" "$(test_counts "$5")" "${6:+  ($6)}" | tee -a "$timings"
+}
 start_all=$(date +%s)
-for phase in $PHASES; do
+for group in $PHASES; do
+  IFS=+ read -r -a members <<<"$group"
+  fg=${members[0]}
+  # The phases beside the first start in the background (a subshell: they must not join a prebuild, which only
+  # this shell can wait for), their output to their log only; each writes its status and end time when done.
+  declare -A BG_PID=() BG_T0=() BG_J0=()
+  for bg in "${members[@]:1}"; do
+    echo "=== phase: $bg (in the background beside $fg; log tests/output/phase-$bg.log) ==="
+    BG_T0[$bg]=$(date +%s); BG_J0[$bg]=$(busy_jiffies)
+    ( if "phase_$bg" >"tests/output/phase-$bg.log" 2>&1; then st=ok; else st=FAILED; fi
+      echo "$st $(date +%s) $(busy_jiffies)" >"tests/output/phase-$bg.done" ) &
+    BG_PID[$bg]=$!
+  done
   echo
-  echo "=== phase: $phase ==="
+  echo "=== phase: $fg ==="
   t0=$(date +%s); j0=$(busy_jiffies)
-  log="tests/output/phase-$phase.log"
+  log="tests/output/phase-$fg.log"
   # The phase in this shell (a pipe would run it in a subshell, which cannot wait for the prebuilds), its output
   # also to a log for the test counts.
-  if "phase_$phase" > >(tee "$log") 2>&1; then status=ok; else status=FAILED; failed+=("$phase"); fi
+  if "phase_$fg" > >(tee "$log") 2>&1; then status=ok; else status=FAILED; failed+=("$fg"); fi
   t1=$(date +%s); j1=$(busy_jiffies)
   sleep 0.2   # let tee drain
-  printf '%-12s %-6s %5ds  cpu %s cores%s\n' "$phase" "$status" $((t1 - t0)) \
-    "$(awk -v j=$((j1 - j0)) -v hz="$HZ" -v t=$((t1 - t0)) 'BEGIN { printf "%.2f", (t > 0 ? j / hz / t : 0) }')" \
-    "$(test_counts "$log")" | tee -a "$timings"
+  phase_line "$fg" "$status" $((t1 - t0)) "$(cpu_cores "$j0" "$j1" $((t1 - t0)))" "$log" \
+    "${members[1]:+with ${members[*]:1} beside}"
+  for bg in "${!BG_PID[@]}"; do
+    wait "${BG_PID[$bg]}" 2>/dev/null || true
+    echo
+    echo "=== phase: $bg (ran beside $fg) ==="
+    cat "tests/output/phase-$bg.log"
+    read -r status t1 j1 < "tests/output/phase-$bg.done" 2>/dev/null || { status=FAILED; t1=$(date +%s); j1=$(busy_jiffies); }
+    rm -f "tests/output/phase-$bg.done"
+    [[ $status == ok ]] || failed+=("$bg")
+    phase_line "$bg" "$status" $((t1 - BG_T0[$bg])) "$(cpu_cores "${BG_J0[$bg]}" "$j1" $((t1 - BG_T0[$bg])))" \
+      "tests/output/phase-$bg.log" "beside $fg"
+  done
+  unset BG_PID BG_T0 BG_J0
 done
 total=$(( $(date +%s) - start_all ))
 printf 'total        %5ds\n' "$total" >> "$timings"

@@ -52,6 +52,8 @@ MATRIX = [
     ("pvetune_lock", {}, "run_id", HOSTILE),
     ("pvetune_lock", {"run_id": "inj"}, "path", ["/run/../etc/shadow", "/etc/shadow", "/run/x\n"]),
     ("pvetune_lock", {"run_id": "inj"}, "owner", ["a\nb", "a\x00b", "x" * 300]),
+    ("pvetune_lock", {"run_id": "inj"}, "token", ["$(reboot)", "ABC", "a" * 65, "0a\n"]),
+    ("pvetune_lock", {"run_id": "inj"}, "controller", ["ops1\x1b[2J", "x" * 300]),
     ("pvetune_gpu_health", {}, "ctids", [[v] for v in HOSTILE + ["101; reboot"]]),
     ("pvetune_facts", {}, "policy", [{"kernel_series": v} for v in HOSTILE]
      + [{"kernel_package": v} for v in HOSTILE] + [{"cmdline_required": [v]} for v in HOSTILE]

@@ -34,6 +34,7 @@ import posixpath
 import re
 import stat
 
+from ansible.module_utils.pvetune.core import busy
 from ansible.module_utils.pvetune.core.fsroot import FsError
 
 STATE_DIR = "/var/lib/pvetune"
@@ -336,6 +337,11 @@ class ChangeSet:
         if not self.files and not self.runtime:
             return []
         self._check_pmxcfs_writable()
+        # Announced while it writes: a lock break must not let another run write beside a module still running.
+        with busy.Announcement(self.fsroot, self.run_id, "writing %d path(s)" % (len(self.files) + len(self.runtime))):
+            return self._apply_planned()
+
+    def _apply_planned(self):
         manifest = self.load_manifest() if self.record else {"files": {}, "runtime": {}}
         self._sweep_temps()
         try:

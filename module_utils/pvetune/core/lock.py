@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The per-host fix lock: one JSON file naming the run that holds it, taken with O_EXCL.
 
+The holder is the run id, the invocation's token (fixed once per ansible-playbook invocation by the run check:
+two invocations given the same pvetune_run_id_override are two runs), the controller (host and pid) and the owner.
 ``lock`` is the entry point (pvetune_lock); it returns ``(failed, result)`` for the module to exit with.
 """
 
@@ -15,16 +17,21 @@ import math
 import os
 import time
 
+from ansible.module_utils.pvetune.core import busy
+
 LOCK_DIRS = ("/run/", "/var/lock/", "/var/lib/pvetune/")
 
 
-def validate(path, owner):
-    """The error message for a bad lock path or owner, or None."""
+def validate(path, owner, token="", controller=""):
+    """The error message for a bad lock path, owner, token or controller, or None."""
     if (not path.startswith(LOCK_DIRS) or ".." in path.split("/")
             or any(ord(c) < 32 or ord(c) == 127 for c in path)):
         return "path must be under /run, /var/lock or /var/lib/pvetune, got %r" % path
-    if len(owner) > 200 or any(c in owner for c in "\n\r\x00"):
-        return "owner must be one short line"
+    for name, value in (("owner", owner), ("controller", controller)):
+        if len(value) > 200 or any(ord(c) < 32 or ord(c) == 127 for c in value):
+            return "%s must be one short line of printable characters" % name
+    if len(token) > 64 or not all(c in "0123456789abcdef" for c in token):
+        return "token must be at most 64 lowercase hex digits"
     return None
 
 
@@ -58,18 +65,31 @@ def read_holder(real):
     return holder
 
 
-def held_message(path, holder, age, stale, stale_after):
+def held_message(path, holder, age, stale, stale_after, running, same_run=False):
     taken_at = float(holder.get("taken_at") or 0)
-    return ("another pvetune run (fix.yml or rollback.yml) holds %s on this host: run %s by %s since %s (%d s ago)%s. "
-            "Wait for it "
-            "to finish; if it crashed, remove the file or rerun with pvetune_break_stale_lock=true once it "
-            "is older than %d s." % (path, holder.get("run_id"), holder.get("owner") or "unknown",
-                                     time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(taken_at)),
-                                     age, ", stale" if stale else "", stale_after))
+    who = ("another invocation of run %s" if same_run else "run %s") % holder.get("run_id")
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(taken_at))
+    msg = ("another pvetune run (fix.yml or rollback.yml) holds %s on this host: %s by %s%s since %s (%d s ago)%s. "
+           % (path, who, holder.get("owner") or "unknown",
+              " from %s" % holder["controller"] if holder.get("controller") else "", since, age,
+              ", stale" if stale else ""))
+    if running:
+        return msg + ("A pvetune module still changes this host: %s. Wait for it to finish; the lock is not broken "
+                      "while it runs." % busy.describe(running))
+    return msg + ("Wait for it to finish; if it crashed, remove the file or rerun with pvetune_break_stale_lock=true "
+                  "once it is older than %d s." % stale_after)
 
 
-def release(real, holder, run_id, check_mode):
+def ours(holder, run_id, token):
+    """Whether the lock's holder is this invocation: the same run id, and the same token unless either has none (a
+    lock written before tokens existed, a caller that passes none)."""
     if holder is None or holder.get("run_id") != run_id:
+        return False
+    return not (token and holder.get("token")) or holder.get("token") == token
+
+
+def release(real, holder, run_id, check_mode, token=""):
+    if not ours(holder, run_id, token):
         return False, {"changed": False, "holder": holder or {},
                        "msg": "not held by this run" if holder else "not held"}
     if not check_mode:
@@ -96,24 +116,29 @@ def take(real, holder, new, path):
     return False, {"changed": True, "holder": new}
 
 
-def lock(fsroot, run_id, state, path, owner, stale_after, break_stale, check_mode, now=None):
+def lock(fsroot, run_id, state, path, owner, stale_after, break_stale, check_mode, now=None, token="",
+         controller=""):
     """Take (state=present) or release (absent) the lock at ``path``; returns ``(failed, result)``."""
-    error = validate(path, owner)
+    error = validate(path, owner, token, controller)
     if error:
         return True, {"msg": error}
     real = fsroot.path(path)
     holder = read_holder(real)
     now = time.time() if now is None else now
     if state == "absent":
-        return release(real, holder, run_id, check_mode)
+        return release(real, holder, run_id, check_mode, token)
     if holder is not None:
-        if holder.get("run_id") == run_id:
+        if ours(holder, run_id, token):
             return False, {"changed": False, "holder": holder}
         age = now - float(holder.get("taken_at") or 0)
         stale = age > stale_after
-        if not (stale and break_stale):
-            return True, {"msg": held_message(path, holder, age, stale, stale_after), "holder": holder}
-    new = {"run_id": run_id, "owner": owner, "taken_at": now, "pid_note": "held across tasks, not a pid"}
+        # A module the holder started may outlive its controller (setsid): never break the lock under it.
+        running = busy.live(fsroot, os.getpid())
+        if not (stale and break_stale) or running:
+            return True, {"msg": held_message(path, holder, age, stale, stale_after, running,
+                                              holder.get("run_id") == run_id), "holder": holder}
+    new = {"run_id": run_id, "owner": owner, "taken_at": now, "token": token, "controller": controller,
+           "pid_note": "held across tasks by the controller's run, not by a host process"}
     if check_mode:
         # Nothing is taken in check mode: say what would happen, report no change.
         return False, {"changed": False, "holder": new, "msg": "check mode: the lock would be taken"}

@@ -51,6 +51,14 @@ options:
     type: list
     elements: raw
     default: []
+  baseline:
+    description:
+      - The RV(targets) of a run of this module before the run's first change. A target that fails now only in
+        checks that already failed then gets status C(broken-before) (reported and warned of, not a failed gate); the
+        gate fails a host only for what got worse.
+      - Omitted, every failing target fails the gate.
+    type: list
+    elements: dict
 notes:
   - With a root other than C(/) and no stand-in for a target's command, that target is skipped.
   - There is no per-command timeout; an nvidia-smi that hangs on a GPU in a bad state hangs the task
@@ -94,7 +102,7 @@ targets:
       description: CT id (null for the host).
       type: int
     status:
-      description: ok, skip or fail.
+      description: ok, skip, fail, pending (a CT that needs a restart) or broken-before (see O(baseline)).
       type: str
     expected_gpus:
       description: GPUs the target should list (null when unknown).
@@ -121,11 +129,16 @@ failed_targets:
   returned: always
   type: list
   elements: str
+broken_before:
+  description: Targets that fail as they already did in the O(baseline), not made worse by the run.
+  returned: always
+  type: list
+  elements: str
 summary:
   description: Number of targets per status.
   returned: always
   type: dict
-  sample: {"ok": 2, "skip": 1, "fail": 0}
+  sample: {"ok": 2, "skip": 1, "fail": 0, "pending": 0, "broken-before": 1}
 skipped_commands:
   description: Commands not run, with the reason.
   returned: always
@@ -148,6 +161,7 @@ def main():
             "cts": {"type": "bool", "default": True},
             "uvm_probe": {"type": "bool", "default": True},
             "pending_restart": {"type": "list", "elements": "raw", "default": []},
+            "baseline": {"type": "list", "elements": "dict"},
         },
         supports_check_mode=True,
     )
@@ -161,10 +175,13 @@ def main():
     runner = Runner(fsroot, module.run_command)
     try:
         res = gpu_health.run_health(fsroot, runner, ctids, check_host_gpus=p["host"], check_cts=p["cts"],
-                                    uvm_probe=p["uvm_probe"], pending_restart=pending)
-    except (lxcgpu_fix.LxcFixError, FsError) as exc:
+                                    uvm_probe=p["uvm_probe"], pending_restart=pending, baseline=p["baseline"])
+    except (lxcgpu_fix.LxcFixError, FsError, ValueError) as exc:
         module.fail_json(msg=str(exc), changed=False)
     result = dict(changed=False, **res)
+    for target in res["targets"]:
+        if target["status"] == gpu_health.BROKEN_BEFORE:
+            module.warn("%s: %s" % (target["target"], target["message"]))
     if res["failed_targets"]:
         details = ["%s: %s" % (t["target"], t["message"]) for t in res["targets"] if t["status"] == gpu_health.FAIL]
         module.fail_json(msg="GPU health check failed: %s" % "; ".join(details), **result)

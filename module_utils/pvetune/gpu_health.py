@@ -22,6 +22,10 @@ Targets and checks (every command only reads):
 
 A target fails when any of its checks fails; it is skipped when no check could
 run or a check was skipped and none failed.
+
+Baseline: the fix rollout runs this once before its first change and passes those targets to the gate after it.
+A target that fails now only in checks that already failed then is ``broken-before``: reported, not blamed on the
+run (a CT whose stale uvm line predates a ``--tags cmdline`` run must not stop the rollout).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -39,6 +43,7 @@ OK = "ok"
 SKIP = "skip"
 FAIL = "fail"
 PENDING = "pending"  # a CT that needs a restart the run was not allowed to do
+BROKEN_BEFORE = "broken-before"  # failing as it already did before the run's first change (the baseline)
 EXCERPT = 600
 UVM_PROBE = ["dd", "if=/dev/nvidia-uvm", "of=/dev/null", "bs=1", "count=0"]
 _GPU_LINE = re.compile(r"^GPU\s+(\d+):\s+(.*?)\s+\(UUID:\s*(GPU-[0-9A-Za-z-]+)\)\s*$")
@@ -180,12 +185,40 @@ def mark_pending_restart(target):
     return target
 
 
+def baseline_failures(baseline):
+    """{target name: names of its failing checks} of a baseline (the ``targets`` of an earlier run_health); raises
+    ValueError naming what is wrong with a baseline that is not such a list."""
+    if not isinstance(baseline, list):
+        raise ValueError("baseline must be the targets list of an earlier pvetune_gpu_health run")
+    failures = {}
+    for i, target in enumerate(baseline):
+        if not (isinstance(target, dict) and isinstance(target.get("target"), str)
+                and isinstance(target.get("checks", []), list)):
+            raise ValueError("baseline[%d] is not a pvetune_gpu_health target (target, status, checks)" % i)
+        failures[target["target"]] = {c.get("name") for c in target.get("checks", [])
+                                      if isinstance(c, dict) and c.get("status") == FAIL}
+    return failures
+
+
+def judge_against(target, failures):
+    """A failing target whose failing checks all failed in the baseline already: ``broken-before``, not the run's."""
+    now = {c["name"] for c in target["checks"] if c["status"] == FAIL}
+    before = failures.get(target["target"])
+    if target["status"] != FAIL or not before or not now <= before:
+        return target
+    target["status"] = BROKEN_BEFORE
+    target["message"] = "already failing before this run's first change, not made worse by it: %s" % target["message"]
+    return target
+
+
 def run_health(fsroot, runner, ctids=(), check_host_gpus=True, check_cts=True, uvm_probe=True,
-               pending_restart=()):
-    """All targets; returns {"targets", "failed_targets", "summary", "skipped_commands"}.  Raises LxcFixError/FsError
-    only for a requested CT without a config or an unreadable /etc/pve."""
-    result = {"targets": [], "failed_targets": [], "summary": {OK: 0, SKIP: 0, FAIL: 0, PENDING: 0},
-              "skipped_commands": []}
+               pending_restart=(), baseline=None):
+    """All targets; returns {"targets", "failed_targets", "broken_before", "summary", "skipped_commands"}.  Raises
+    LxcFixError/FsError only for a requested CT without a config or an unreadable /etc/pve; ValueError for a bad
+    ``baseline`` (see baseline_failures)."""
+    failures = baseline_failures(baseline) if baseline is not None else {}
+    result = {"targets": [], "failed_targets": [], "broken_before": [],
+              "summary": {OK: 0, SKIP: 0, FAIL: 0, PENDING: 0, BROKEN_BEFORE: 0}, "skipped_commands": []}
     # Only the nodes: nvidia.read_state() would also require /proc/devices, which the health check does not use.
     nodes, source = dev_nodes.stat_dev_nodes(fsroot)
     host_nodes = None if source == dev_nodes.SOURCE_NONE else nodes
@@ -225,9 +258,12 @@ def run_health(fsroot, runner, ctids=(), check_host_gpus=True, check_cts=True, u
                     result["skipped_commands"].append({"command": "pct", "reason": pct_missing})
             result["targets"].append(target)
     for target in result["targets"]:
+        judge_against(target, failures)
         result["summary"][target["status"]] += 1
         if target["status"] == FAIL:
             result["failed_targets"].append(target["target"])
+        elif target["status"] == BROKEN_BEFORE:
+            result["broken_before"].append(target["target"])
     for target in result["targets"]:
         for check in target["checks"]:
             if check["status"] == SKIP and check["message"].startswith("nvidia-smi not run: "):

@@ -176,6 +176,28 @@ def test_ct_restart_failure_stops_the_rollout(hardening_tmp, tree):
     assert record["changes"]["lxc"] is not None or record["failure"]
 
 
+def test_a_ct_broken_before_the_run_does_not_fail_the_run(hardening_tmp, tree):
+    """Issue 33 (5): fix.yml --tags cmdline on pve-gpu01 applied its change, then failed the host because CT 101 "may
+    not open /dev/nvidia-uvm": a stale allow line older than the run, which a cmdline run does not touch. The gate now
+    compares with the health taken before the first change: the CT is broken-before (warned of, in the record), the
+    run passes, and its lock is released."""
+    root = tree("pve-gpu01", "health-baseline")
+    inventory = lib.write_inventory(os.path.join(hardening_tmp, "health-baseline.yml"), {"pve-gpu01": root})
+    report_dir = os.path.join(hardening_tmp, "reports-health-baseline")
+    run = lib.run_playbook(hardening_tmp, "fix.yml", inventory, cmdline="--tags cmdline",
+                           extravars={"pvetune_report_dir": report_dir, "pvetune_run_id_override": "health-baseline"})
+    assert run.rc == 0, run.stdout[-3000:]
+    with open(os.path.join(report_dir, "fix-health-baseline", "pve-gpu01.json")) as handle:
+        record = json.load(handle)
+    assert record["result"] in ("ok", "pending-reboot"), record.get("failure")
+    assert record["changes"]["cmdline"], "the cmdline fix did not apply its change"
+    (ct,) = [t for t in record["health"] if t["target"] == "ct:101"]
+    assert ct["status"] == "broken-before" and "/dev/nvidia-uvm" in ct["message"], ct
+    (gate,) = [d["res"] for d in run.task_results("pve-gpu01") if d["task"].startswith("Health gate")]
+    assert "already failing before this run's first change" in json.dumps(gate.get("warnings")), gate
+    assert not os.path.exists(os.path.join(root, "run/pvetune/fix.lock"))
+
+
 # -- a host that does not come back -----------------------------------------------------------------------------------
 IMAGE = "localhost/pvetune-host:bookworm"
 

@@ -60,7 +60,7 @@ def test_stale_uvm_major_fails_the_ct_although_nvidia_smi_works(tmp_path):
         ["pct", "exec", "101", "--", "nvidia-smi", "-L"],
         ["pct", "exec", "101", "--", "dd", "if=/dev/nvidia-uvm", "of=/dev/null", "bs=1", "count=0"],
     ]
-    assert res["summary"] == {"ok": 1, "skip": 0, "fail": 1, "pending": 0}
+    assert res["summary"] == {"ok": 1, "skip": 0, "fail": 1, "pending": 0, "broken-before": 0}
 
 
 def test_fixed_but_not_restarted_ct_is_pending_not_failed(tmp_path):
@@ -72,7 +72,7 @@ def test_fixed_but_not_restarted_ct_is_pending_not_failed(tmp_path):
     ct = target(res, "ct:101")
     assert ct["status"] == "pending" and "needs a restart" in ct["message"]
     assert check(ct, "nvidia-uvm")["status"] == "fail"      # what fails now is still shown
-    assert res["summary"] == {"ok": 1, "skip": 0, "fail": 0, "pending": 1}
+    assert res["summary"] == {"ok": 1, "skip": 0, "fail": 0, "pending": 1, "broken-before": 0}
     before = len(calls(tree))
     res = health(tree, pending_restart=["101; reboot"])
     assert res["failed"] is True and len(calls(tree)) == before   # rejected before any command
@@ -83,7 +83,8 @@ def test_after_the_fix_and_a_restart_everything_is_ok(tmp_path):
     assert fix(tree, restart=True)["restarted"] == [101]
     res = health(tree)
     assert not res.get("failed"), res.get("msg")
-    assert res["summary"] == {"ok": 2, "skip": 0, "fail": 0, "pending": 0} and res["changed"] is False
+    assert res["summary"] == {"ok": 2, "skip": 0, "fail": 0, "pending": 0, "broken-before": 0}
+    assert res["changed"] is False
     assert check(target(res, "ct:101"), "nvidia-uvm")["status"] == "ok"
 
 
@@ -220,3 +221,37 @@ def test_parse_smi_list():
         {"index": 1, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
          "uuid": "GPU-77c8b86c-9f47-5b20-9639-86245e0fb4e8"}]
     assert parse_smi_list("") == []
+
+
+def test_a_ct_broken_before_the_run_is_reported_not_blamed_on_it(tmp_path):
+    """Issue 33 (5): fix.yml --tags cmdline failed the host because CT 101's stale uvm line (older than the run,
+    untouched by it) made the CT fail the gate. With the health before the first change as the baseline, the CT is
+    broken-before: warned of, not a failed gate."""
+    tree = scratch(tmp_path)
+    before = health(tree)
+    assert before["failed_targets"] == ["ct:101"]
+    res = health(tree, baseline=before["targets"])
+    assert not res.get("failed"), res.get("msg")
+    assert res["failed_targets"] == [] and res["broken_before"] == ["ct:101"]
+    ct = target(res, "ct:101")
+    assert ct["status"] == "broken-before" and ct["message"].startswith("already failing before this run's first")
+    assert "/dev/nvidia-uvm" in ct["message"]
+    assert res["summary"] == {"ok": 1, "skip": 0, "fail": 0, "pending": 0, "broken-before": 1}
+    assert any("ct:101: already failing before" in str(w) for w in res.get("warnings", []))
+
+
+def test_what_got_worse_still_fails_the_gate(tmp_path):
+    """A target that was fine (the host), or a check that passed before (the CT's nvidia-smi), failing now is the
+    run's: the gate fails."""
+    tree = scratch(tmp_path)
+    before = health(tree)                                   # ct:101 fails only its uvm probe
+    os.unlink(os.path.join(tree, "sys/bus/pci/devices/0000:e1:00.0"))   # a GPU falls off the bus
+    res = health(tree, baseline=before["targets"])
+    assert res["failed"] is True and res["failed_targets"] == ["host", "ct:101"]
+    assert check(target(res, "ct:101"), "nvidia-smi")["status"] == "fail"
+
+
+@pytest.mark.parametrize("bad", [[{"checks": []}], ["host"], [{"target": "host", "checks": "x"}]])
+def test_a_baseline_that_is_no_targets_list_is_refused_by_name(tmp_path, bad):
+    res = health(scratch(tmp_path), baseline=bad)
+    assert res["failed"] is True and "baseline" in res["msg"], res["msg"]

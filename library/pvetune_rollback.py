@@ -100,6 +100,16 @@ skipped_commands:
   returned: always
   type: list
   elements: dict
+next_boot:
+  description:
+    - Where pvetune had pinned a kernel, the kernel the next boot starts after the rollback (after_rollback, with the
+      loader's reason) against the one it started before the fix (before_fix). Rollback keeps the kernel packages
+      fix.yml installed; when the two differ, RV(next_boot.message) says so and how to boot the old one (also as a
+      warning). Null where pvetune pinned no kernel, and in check mode.
+  returned: always
+  type: dict
+  sample: {"before_fix": "6.8.12-4-pve", "after_rollback": "6.14.8-2-pve", "reason": "newest installed kernel",
+           "message": "the next boot starts 6.14.8-2-pve (...), not 6.8.12-4-pve as before the fix: ..."}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -137,6 +147,8 @@ def main():
         module.exit_json(**result)
     if module._diff:
         result["diff"] = changes.diffs()
+    if (result["next_boot"] or {}).get("message"):
+        module.warn(result["next_boot"]["message"])
     failed = runtime_failures(result)
     if failed:
         module.fail_json(msg=failed, **result)

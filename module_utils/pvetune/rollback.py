@@ -25,7 +25,7 @@ __metaclass__ = type
 import os
 import shutil
 
-from ansible.module_utils.pvetune.concerns import bootargs_fix, pcie_acs_fix, pcie_fix
+from ansible.module_utils.pvetune.concerns import bootargs_fix, kernel, pcie_acs_fix, pcie_fix
 from ansible.module_utils.pvetune.core.changeset import ChangeError, WriteFailed, sha256
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.runner import RunFailed, run_or_restore
@@ -227,13 +227,39 @@ def _apply_files(fsroot, runner, changes, plan, refresh, result):
                             "daemon-reload succeeds" % exc.msg, **result)
 
 
+def next_boot_after(fsroot, manifest):
+    """What the next boot starts after the rollback, against what it started before pvetune's kernel fix (the note
+    kept with the pin file's original); None where pvetune never pinned a kernel. Rollback restores the boot
+    configuration, not the kernel packages fix.yml installed: with the pin gone, the loader's own rule (the newest
+    installed kernel, as a rule) may pick the new kernel. That is said, with how to change it."""
+    note = (manifest["files"].get(kernel.PIN_FILE) or {}).get("note") or {}
+    before = note.get("next_boot_before")
+    if not before:
+        return None
+    try:
+        state = kernel.kernel_state(fsroot)
+    except FsError:
+        return None
+    after = state["next_boot_kernel"]
+    found = {"before_fix": before, "after_rollback": after, "reason": state["next_boot_reason"], "message": ""}
+    if after != before:
+        package = note.get("package_installed")
+        found["message"] = (
+            "the next boot starts %s (%s), not %s as before the fix: rollback restored the boot configuration but "
+            "keeps the kernel package%s fix.yml installed and its boot entries. To boot %s again: "
+            "proxmox-boot-tool kernel pin %s (or remove the newer kernel's package)"
+            % (after or "a kernel that cannot be told", state["next_boot_reason"] or state["next_boot_rule"], before,
+               " %s" % package if package else "s", before, before))
+    return found
+
+
 def run_rollback(fsroot, runner, changes, manifest, params, check_mode):
     """pvetune_rollback's flow: plan, put the files back, refresh, restore runtime values, trim the manifest.
 
     Returns the module result (without ``diff``); raises RunFailed (msg + result keys) on a failure.
     """
     result = {"changed": False, "restored": [], "removed": [], "conflicts": [], "runtime": [],
-              "reboot_required": False, "commands": [], "skipped_commands": []}
+              "reboot_required": False, "commands": [], "skipped_commands": [], "next_boot": None}
     if not manifest["files"] and not manifest["runtime"]:
         return dict(result, msg="nothing to roll back: %s has no manifest entries" % changes.state_dir)
     try:
@@ -258,6 +284,7 @@ def run_rollback(fsroot, runner, changes, manifest, params, check_mode):
                              or (check_mode and plan["boot_files"] and params["refresh"]))
     if not check_mode:
         remove_created_dirs(fsroot, manifest.get("dirs", []))
+        result["next_boot"] = next_boot_after(fsroot, manifest)
         save_remaining(fsroot, changes, manifest, plan["done_paths"], done_runtime)
     return result
 

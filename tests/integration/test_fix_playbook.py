@@ -231,6 +231,19 @@ def test_4_rollback_restores_every_touched_file(fleet, tmp_path):
     assert "amd_pstate=active" not in grub_cfg and "processor.max_cstate" not in grub_cfg
     assert not os.path.exists(os.path.join(fleet["roots"]["pve-gpu01"], "etc/kernel/proxmox-boot-pin"))
     assert not os.path.exists(os.path.join(fleet["roots"]["pve-gpu01"], "var/lib/pvetune/manifest.json"))
+    # Issue 33 (9): the kernel fix.yml installed stays, and with the pin gone GRUB boots the newest kernel: rollback
+    # says so, with the kernel the next boot started before the fix and how to boot it again.
+    (rolled,) = run.results(task_name="Restore the originals, remove what pvetune installed, put runtime values back",
+                            host="pve-gpu01")
+    next_boot = rolled["res"]["next_boot"]
+    assert (next_boot["before_fix"], next_boot["after_rollback"]) == ("6.8.12-4-pve", "6.14.8-2-pve"), next_boot
+    assert "proxmox-boot-tool kernel pin 6.8.12-4-pve" in next_boot["message"]
+    assert "proxmox-boot-tool kernel pin 6.8.12-4-pve" in json.dumps(rolled["res"].get("warnings"))
+    for host in HOSTS[1:]:   # no kernel installed there: the next boot is what it was, nothing to say
+        (other,) = run.results(task_name="Restore the originals, remove what pvetune installed, put runtime values "
+                                         "back", host=host)
+        found = other["res"].get("next_boot") or {}
+        assert not found.get("message") and found.get("before_fix") == found.get("after_rollback"), (host, found)
     again = run_playbook(tmp_path, "rollback.yml", inventory=fleet["inventory"])
     assert again.rc == 0
     for host in HOSTS:

@@ -294,8 +294,11 @@ def _pin(flow, check_mode, warn, info, state, chosen):
         planned = plan_pin_files(chosen, loader, next_boot=next_boot, grub_cfg_text=grub_cfg)
     except BootConfigError as exc:
         flow.fail("cannot pin %s: %s" % (chosen, exc))
+    # What the host booted next before this fix, kept with the pin file's original for rollback to name.
+    note = {"next_boot_before": flow.result["next_boot_before"],
+            "package_installed": flow.result["package"] if flow.result["package_installed"] else None}
     for path, text in planned:
-        changes.plan_file(path, text)
+        changes.plan_file(path, text, note=note if path == kernel.PIN_FILE else None)
     if state["next_boot"] and state["next_boot"] != chosen:
         warn("%s pins %s for the next boot only; it takes precedence over the pin until it is used "
              "(proxmox-boot-tool kernel unpin --next-boot removes it)" % (kernel.NEXT_BOOT_PIN, state["next_boot"]))

@@ -34,7 +34,7 @@ import posixpath
 import re
 import stat
 
-from ansible.module_utils.pvetune.core import busy
+from ansible.module_utils.pvetune.core import busy, faults
 from ansible.module_utils.pvetune.core.fsroot import FsError
 
 STATE_DIR = "/var/lib/pvetune"
@@ -158,15 +158,17 @@ class ChangeSet:
                 return None
             raise
 
-    def plan_file(self, host_path, new_data, mode=0o644):
-        """Plan ``host_path`` to contain ``new_data``; returns True if that is a change."""
+    def plan_file(self, host_path, new_data, mode=0o644, note=None):
+        """Plan ``host_path`` to contain ``new_data``; returns True if that is a change. ``note`` (a JSON-able dict)
+        goes into the file's manifest entry with the original, for rollback (what the host was like before)."""
         if isinstance(new_data, str):
             new_data = new_data.encode("utf-8")
         before = self.read(host_path)
         if before == new_data:
             return False
         self._refuse_symlink(host_path)
-        self.files.append({"path": host_path, "before": before, "after": new_data, "mode": mode, "remove": False})
+        self.files.append({"path": host_path, "before": before, "after": new_data, "mode": mode, "remove": False,
+                           "note": note})
         return True
 
     def _refuse_symlink(self, host_path):
@@ -308,6 +310,8 @@ class ChangeSet:
             return entry
         entry = {"existed": item["before"] is not None, "original_sha256": sha256(item["before"]),
                  "first_run": self.run_id}
+        if item.get("note"):
+            entry["note"] = item["note"]
         if item["before"] is not None:
             rel = item["path"].lstrip("/")
             dest = self._state_path("originals", rel)
@@ -378,6 +382,7 @@ class ChangeSet:
                         _atomic_write(real, item["after"], item["mode"] if item["before"] is None else None)
                 if not (is_pmxcfs(item["path"]) and not item["remove"]):
                     self.written.append((item["path"], item["before"]))
+                faults.kill_point(self.fsroot, item["path"])
             for rt in self.runtime:
                 manifest["runtime"].setdefault(rt["key"], {"path": rt["path"], "original": rt["before"],
                                                            "first_run": self.run_id})

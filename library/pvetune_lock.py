@@ -41,8 +41,8 @@ options:
     default: ""
   token:
     description:
-      - The invocation's token (up to 64 lowercase hex digits), fixed once per ansible-playbook invocation (the run
-        check's RV(pvetune_run_check#module:token)). Empty for a caller without one (matched by run id alone).
+      - The invocation's token (up to 64 lowercase hex digits), fixed once per ansible-playbook invocation (the
+        C(token) that M(pvetune_run_check) returns). Empty for a caller without one (matched by run id alone).
     type: str
     default: ""
   controller:

@@ -153,7 +153,7 @@ policy_message:
 token:
   description:
     - 32 random lowercase hex digits naming this ansible-playbook invocation, set by the action plugin on the
-      controller. The host locks record it (M(pvetune_lock) O(pvetune_lock#module:token)), so two invocations
+      controller. The host locks record it (the C(token) option of M(pvetune_lock)), so two invocations
       given the same run id are told apart.
   returned: success
   type: str

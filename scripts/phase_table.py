@@ -7,7 +7,8 @@
 
 A timings line is "PHASE STATUS SECONDSs  cpu N.NN cores  tests N passed, ..." for a phase and
 "build:NAME STATUS SECONDSs  (waited Ns)" for a background build; run_tests.sh's last line is "total Ns". A phase
-that ran at the same time as another ends in "(beside OTHER)", the other in "(with PHASE beside)".
+that ran at the same time as another ends in "(beside OTHER)", the other in "(with PHASE beside)"; one that ran
+from the start beside all the others in "(in the background from the start)".
 """
 import argparse
 import os
@@ -20,7 +21,7 @@ END = "<!-- phase-table:end -->"
 LINE = re.compile(r"^(?P<name>[\w:-]+)\s+(?P<status>ok|FAILED)\s+(?P<secs>\d+)s(?P<rest>.*)$")
 CPU = re.compile(r"cpu (?P<cores>[\d.]+) cores")
 TESTS = re.compile(r"tests (?P<tests>[^(]+?)\s*(\(|$)")
-NOTE = re.compile(r"\((?P<note>(with|beside) [^)]*)\)")
+NOTE = re.compile(r"\((?P<note>(with|beside|in the background) [^)]*)\)")
 WAITED = re.compile(r"\(waited (?P<waited>\d+)s\)")
 TOTAL = re.compile(r"^total\s+(?P<secs>\d+)s")
 
@@ -66,9 +67,9 @@ def render(rows, total, caption):
         name = row["name"] + (" (%s)" % row["note"] if row.get("note") else "")
         out.append("| %s | %s | %s | %s | %s |" % (name, row["status"], wall, row.get("cores", ""),
                                                    row.get("tests", "")))
-    # A phase that ran beside another adds no wall time of its own: the sum leaves it out, like the builds.
-    phases = sum(r["secs"] for r in rows
-                 if not r["name"].startswith("build:") and not r.get("note", "").startswith("beside"))
+    # A phase that ran beside others adds no wall time of its own: the sum leaves it out, like the builds.
+    phases = sum(r["secs"] for r in rows if not r["name"].startswith("build:")
+                 and not r.get("note", "").startswith(("beside", "in the background")))
     out.append("")
     if total is not None:
         out.append("Total %s (%d s; %d s of phases)." % (minutes(total), total, phases))

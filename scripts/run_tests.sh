@@ -6,6 +6,7 @@
 #   PVETUNE_TEST_WORKERS=1 ...                 # the integration phase in one process (default 2, pytest-xdist)
 #   PVETUNE_TEST_PHASES="cluster+sanity"       # phases joined by + run at the same time (the first one's output
 #                                              # streams, the others' is printed when they end)
+#   PVETUNE_TEST_PHASES="&lab unit"            # &NAME: in the background from there on, joined after the last phase
 #
 # Every phase runs even if an earlier one failed; the exit status is non-zero
 # if any phase failed. Timings go to tests/output/timings.txt.
@@ -25,7 +26,10 @@ fi
 
 # sanity (ansible-test: one busy core, ~200 s) runs beside cluster (a corosync lab in containers that mostly waits,
 # under one core): the two fill the machine's two cores instead of leaving one idle for ~5 minutes.
-ALL_PHASES="static lint unit integration cluster+sanity hardening molecule lab"
+# The lab (QEMU VMs under TCG: ~20 minutes, ~1.5 cores busy, waiting on the VMs the rest) runs in the background from
+# the start (&lab): its build first where not cached, then its phases beside all the others. Alone after them it
+# added its whole time to the suite's.
+ALL_PHASES="&lab static lint unit integration cluster+sanity hardening molecule"
 PHASES="${PVETUNE_TEST_PHASES:-$ALL_PHASES}"
 mkdir -p tests/output
 timings=tests/output/timings.txt
@@ -40,7 +44,8 @@ declare -A PREBUILD_PID PREBUILD_T0
 prebuild() {        # prebuild NAME CMD...
   local log="tests/output/prebuild-$1.log"
   set -m   # its own process group, so an interrupted suite stops all of it
-  nice -n 10 "${@:2}" </dev/null >"$log" 2>&1 &
+  # Its own end time goes to a file: the phase that joins it may come much later.
+  ( nice -n 10 "${@:2}" </dev/null >"$log" 2>&1; rc=$?; date +%s >"tests/output/prebuild-$1.end"; exit $rc ) &
   PREBUILD_PID[$1]=$!
   set +m
   PREBUILD_T0[$1]=$(date +%s)
@@ -52,8 +57,11 @@ join_prebuild() {   # join_prebuild NAME: wait for it, record how long it ran an
   t0=$(date +%s)
   wait "$pid" || rc=$?
   unset "PREBUILD_PID[$1]"
+  local end
+  end=$(cat "tests/output/prebuild-$1.end" 2>/dev/null || date +%s)
+  rm -f "tests/output/prebuild-$1.end"
   printf '%-12s %-6s %5ds  (waited %ds)\n' "build:$1" "$( ((rc == 0)) && echo ok || echo FAILED)" \
-    $(( $(date +%s) - PREBUILD_T0[$1] )) $(( $(date +%s) - t0 )) | tee -a "$timings"
+    $(( end - PREBUILD_T0[$1] )) $(( $(date +%s) - t0 )) | tee -a "$timings"
   ((rc == 0)) || { echo "prebuild $1 failed (rc $rc); the phase builds again. Its log ends:"; tail -20 "tests/output/prebuild-$1.log"; }
 }
 stop_prebuilds() {
@@ -61,10 +69,11 @@ stop_prebuilds() {
   for pid in "${PREBUILD_PID[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
 }
 trap 'stop_prebuilds; [[ -n "${TMPDIR:-}" && "$TMPDIR" == /dev/shm/pvetune-tests-* ]] && rm -rf "$TMPDIR"' EXIT
-wants() { [[ " ${PHASES//+/ } " == *" $1 "* ]]; }
+wants() { local p=" ${PHASES//+/ } "; [[ "${p// &/ }" == *" $1 "* ]]; }
 if [[ $(id -u) -eq 0 && "${PVETUNE_PREBUILD:-1}" != 0 ]]; then
   if wants cluster || wants hardening || wants molecule; then prebuild images scripts/build_images.sh; fi
-  if wants lab; then prebuild lab bash -c 'tests/lab/lab.sh deps && tests/lab/lab.sh build'; fi
+  # (a lab that runs from the start builds itself: lab-test.sh runs deps and build, cached, first)
+  if wants lab && [[ " $PHASES " != *" &lab "* ]]; then prebuild lab bash -c 'tests/lab/lab.sh deps && tests/lab/lab.sh build'; fi
 fi
 
 phase_static()      { "$PY" scripts/demo_fleet.py --check && "$PY" scripts/gen_docs.py --check; }
@@ -96,7 +105,15 @@ phase_sanity()      { local rc=0; scripts/ansible_test_sanity.sh || rc=1
 phase_molecule()    { join_prebuild images
                       if [[ -x scripts/run_molecule.sh ]]; then PVETUNE_MOLECULE_PARALLEL="${PVETUNE_MOLECULE_PARALLEL:-1}" scripts/run_molecule.sh
                       else echo "no molecule scenarios yet"; fi; }
-phase_lab()         { join_prebuild lab; if [[ -x tests/lab/lab-test.sh ]]; then tests/lab/lab-test.sh; else echo "no lab test yet"; fi; }
+# In the background (&lab) its build is niced like a prebuild (the phases beside it come first), and the failing
+# reboot waits 90 s instead of 30 s for the killed VM (lab-test.sh phase 3: vm1's shutdown must end before it gives
+# up, and it is slower with the other phases on the cores).
+phase_lab()         { join_prebuild lab
+                      if [[ " $PHASES " == *" &lab "* ]]; then
+                        nice -n 10 tests/lab/lab.sh deps && nice -n 10 tests/lab/lab.sh build || return 1
+                        export LAB_TEST_FAIL_TIMEOUT="${LAB_TEST_FAIL_TIMEOUT:-90}"
+                      fi
+                      tests/lab/lab-test.sh; }
 
 # busy_jiffies: the machine's CPU time in use so far (all cores, /proc/stat), for each phase's "cpu" column: how many
 # of the cores the phase (and anything running beside it, such as a background build) kept busy on average.
@@ -118,20 +135,40 @@ cpu_cores() {   # cpu_cores J0 J1 SECONDS: cores busy on average between two bus
 phase_line() {  # phase_line NAME STATUS SECONDS CORES LOG [NOTE]: a timings line (scripts/phase_table.py reads it)
   printf '%-12s %-6s %5ds  cpu %s cores%s%s\n' "$1" "$2" "$3" "$4" "$(test_counts "$5")" "${6:+  ($6)}" | tee -a "$timings"
 }
+# Background phases: a subshell each (it must not join a prebuild, which only this shell can wait for), output to
+# its log only; it writes its status, end time and busy_jiffies when done, and finish_bg prints and times it.
+declare -A BG_PID=() BG_T0=() BG_J0=()
+start_bg() {    # start_bg NAME WHY
+  echo "=== phase: $1 (in the background $2; log tests/output/phase-$1.log) ==="
+  BG_T0[$1]=$(date +%s); BG_J0[$1]=$(busy_jiffies)
+  ( if "phase_$1" >"tests/output/phase-$1.log" 2>&1; then st=ok; else st=FAILED; fi
+    echo "$st $(date +%s) $(busy_jiffies)" >"tests/output/phase-$1.done" ) &
+  BG_PID[$1]=$!
+}
+finish_bg() {   # finish_bg NAME NOTE: wait for it, print its log, record its line
+  local status t1 j1
+  wait "${BG_PID[$1]}" 2>/dev/null || true
+  echo
+  echo "=== phase: $1 (ran $2) ==="
+  cat "tests/output/phase-$1.log"
+  read -r status t1 j1 < "tests/output/phase-$1.done" 2>/dev/null || { status=FAILED; t1=$(date +%s); j1=$(busy_jiffies); }
+  rm -f "tests/output/phase-$1.done"
+  [[ $status == ok ]] || failed+=("$1")
+  phase_line "$1" "$status" $((t1 - BG_T0[$1])) "$(cpu_cores "${BG_J0[$1]}" "$j1" $((t1 - BG_T0[$1])))" \
+    "tests/output/phase-$1.log" "$2"
+  unset "BG_PID[$1]"
+}
 start_all=$(date +%s)
+from_start=()
 for group in $PHASES; do
+  if [[ $group == \&* ]]; then   # &NAME: from here on in the background, joined after the last phase
+    start_bg "${group#&}" "from the start"
+    from_start+=("${group#&}")
+    continue
+  fi
   IFS=+ read -r -a members <<<"$group"
   fg=${members[0]}
-  # The phases beside the first start in the background (a subshell: they must not join a prebuild, which only
-  # this shell can wait for), their output to their log only; each writes its status and end time when done.
-  declare -A BG_PID=() BG_T0=() BG_J0=()
-  for bg in "${members[@]:1}"; do
-    echo "=== phase: $bg (in the background beside $fg; log tests/output/phase-$bg.log) ==="
-    BG_T0[$bg]=$(date +%s); BG_J0[$bg]=$(busy_jiffies)
-    ( if "phase_$bg" >"tests/output/phase-$bg.log" 2>&1; then st=ok; else st=FAILED; fi
-      echo "$st $(date +%s) $(busy_jiffies)" >"tests/output/phase-$bg.done" ) &
-    BG_PID[$bg]=$!
-  done
+  for bg in "${members[@]:1}"; do start_bg "$bg" "beside $fg"; done
   echo
   echo "=== phase: $fg ==="
   t0=$(date +%s); j0=$(busy_jiffies)
@@ -143,19 +180,9 @@ for group in $PHASES; do
   sleep 0.2   # let tee drain
   phase_line "$fg" "$status" $((t1 - t0)) "$(cpu_cores "$j0" "$j1" $((t1 - t0)))" "$log" \
     "${members[1]:+with ${members[*]:1} beside}"
-  for bg in "${!BG_PID[@]}"; do
-    wait "${BG_PID[$bg]}" 2>/dev/null || true
-    echo
-    echo "=== phase: $bg (ran beside $fg) ==="
-    cat "tests/output/phase-$bg.log"
-    read -r status t1 j1 < "tests/output/phase-$bg.done" 2>/dev/null || { status=FAILED; t1=$(date +%s); j1=$(busy_jiffies); }
-    rm -f "tests/output/phase-$bg.done"
-    [[ $status == ok ]] || failed+=("$bg")
-    phase_line "$bg" "$status" $((t1 - BG_T0[$bg])) "$(cpu_cores "${BG_J0[$bg]}" "$j1" $((t1 - BG_T0[$bg])))" \
-      "tests/output/phase-$bg.log" "beside $fg"
-  done
-  unset BG_PID BG_T0 BG_J0
+  for bg in "${members[@]:1}"; do finish_bg "$bg" "beside $fg"; done
 done
+for bg in "${from_start[@]}"; do finish_bg "$bg" "in the background from the start"; done
 total=$(( $(date +%s) - start_all ))
 printf 'total        %5ds\n' "$total" >> "$timings"
 echo

@@ -16,8 +16,8 @@ import hardening_lib as lib
 LOCK = "run/pvetune/fix.lock"
 
 
-def _start(workdir, inventory, run_id, extra=None):
-    out = open(os.path.join(workdir, "lock-%s.log" % run_id), "w")
+def _start(workdir, inventory, run_id, extra=None, name=None):
+    out = open(os.path.join(workdir, "lock-%s.log" % (name or run_id)), "w")
     args = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "fix.yml", "-i", inventory,
             "-e", json.dumps(dict({"pvetune_run_id_override": run_id,
                                    "pvetune_report_dir": os.path.join(workdir, "lock-reports")}, **(extra or {})))]
@@ -36,8 +36,8 @@ def _holder(root):
         return None
 
 
-def _record(workdir, run_id):
-    with open(os.path.join(workdir, "lock-reports", "fix-%s" % run_id, "pve-gpu01.json")) as handle:
+def _record(workdir, run_id, reports="lock-reports"):
+    with open(os.path.join(workdir, reports, "fix-%s" % run_id, "pve-gpu01.json")) as handle:
         return json.load(handle)
 
 
@@ -70,6 +70,27 @@ def test_two_concurrent_runs_do_not_interleave(hardening_tmp):
     assert record["changes"] == dict.fromkeys(record["changes"]), "the refused run changed something"
     assert _record(hardening_tmp, "lock-first")["result"] in ("ok", "pending-reboot")
     assert _holder(root) is None, "the first run did not release its lock"
+    lib.rmtree(root)
+
+
+def test_another_invocation_with_the_same_run_id_is_refused(hardening_tmp):
+    """Issue 33 (4): two invocations given the same pvetune_run_id_override (a change ticket) both passed the lock
+    and both fixed the host. The lock now holds the invocation's token (drawn by the run check): a lock of run CHG-7
+    taken by another invocation (here written as such, so the overlap is certain) refuses this one, and is kept."""
+    root = lib.scratch("pve-gpu01", hardening_tmp, "lock-same-id")
+    inventory = lib.write_inventory(os.path.join(hardening_tmp, "lock-inventory-4.yml"), {"pve-gpu01": root})
+    held = {"run_id": "CHG-7", "owner": "op@ops2", "taken_at": time.time() - 30, "token": "0" * 32,
+            "controller": "ops2 pid 4711"}
+    os.makedirs(os.path.join(root, "run", "pvetune"))
+    with open(os.path.join(root, LOCK), "w") as handle:
+        json.dump(held, handle)
+    before = lib.digest(root)
+    refused = _start(hardening_tmp, inventory, "CHG-7")
+    assert refused.wait(timeout=300) != 0
+    record = _record(hardening_tmp, "CHG-7")
+    assert record["result"] == "failed" and record["failure"]["task"].startswith("Take the host's pvetune lock")
+    assert "another invocation of run CHG-7 by op@ops2 from ops2 pid 4711" in record["failure"]["message"], record
+    assert lib.digest(root) == before and _holder(root) == held, "the refused invocation touched the host or its lock"
     lib.rmtree(root)
 
 

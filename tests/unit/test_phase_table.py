@@ -18,6 +18,7 @@ cluster      FAILED   99s  cpu 0.41 cores  tests 12 passed, 1 failed  (with sani
 sanity       ok      150s  cpu 1.60 cores  tests 7 passed  (beside cluster)
 build:lab    ok      512s  (waited 7s)
 lab          ok      450s  cpu 1.62 cores  tests 276 passed, 0 failed
+lab2         ok      900s  cpu 1.90 cores  tests 3 passed  (in the background from the start)
 total          1150s
 """
 
@@ -48,13 +49,15 @@ def test_counts_say_nothing_for_a_phase_without_a_test_runner(tmp_path):
 
 def test_the_table_has_every_phase_its_cores_and_counts():
     rows, total = phase_table.parse(TIMINGS)
-    assert [r["name"] for r in rows] == ["build:images", "static", "unit", "cluster", "sanity", "build:lab", "lab"]
+    assert [r["name"] for r in rows] == ["build:images", "static", "unit", "cluster", "sanity", "build:lab", "lab",
+                                         "lab2"]
     assert total == 1150
     table = phase_table.render(rows, total, "Measured somewhere.")
     assert table.startswith("Measured somewhere.\n\n| phase | result | wall | cores busy | tests |")
     assert "| unit | ok | 81 s | 1.93 | 2377 passed, 1 skipped |" in table
     assert "| cluster (with sanity beside) | FAILED | 99 s | 0.41 | 12 passed, 1 failed |" in table
     assert "| sanity (beside cluster) | ok | 150 s | 1.60 | 7 passed |" in table
+    assert "| lab2 (in the background from the start) | ok | 900 s | 1.90 | 3 passed |" in table
     assert "| build:lab | ok | 512 s (background, waited 7 s) |  |  |" in table
     # The phases' sum leaves out the background builds and a phase that ran beside another.
     assert table.endswith("Total 19 min 10 s (1150 s; 635 s of phases).\n")

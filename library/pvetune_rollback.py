@@ -104,7 +104,7 @@ next_boot:
   description:
     - Where pvetune had pinned a kernel, the kernel the next boot starts after the rollback (after_rollback, with the
       loader's reason) against the one it started before the fix (before_fix). Rollback keeps the kernel packages
-      fix.yml installed; when the two differ, RV(next_boot.message) says so and how to boot the old one (also as a
+      fix.yml installed; when the two differ, its C(message) says so and how to boot the old one (also as a
       warning). Null where pvetune pinned no kernel, and in check mode.
   returned: always
   type: dict

@@ -163,11 +163,11 @@ def check_plan(plan, hosts, cap, max_parallel):
         for cluster, members in per_cluster.items():
             budget = plan["budgets"][cluster]
             if len(members) > min(budget["budget"], cap):
-                problems.append("wave %d takes %d nodes of %s, budget %d" % (i, len(members), cluster,
-                                                                               budget["budget"]))
+                problems.append("wave %d takes %d nodes of %s, budget %d"
+                                % (i, len(members), cluster, budget["budget"]))
             if sum(h.get("votes", 1) for h in members) > budget["spare_votes"]:
-                problems.append("wave %d takes more votes of %s than its %d spare" % (i, cluster,
-                                                                                      budget["spare_votes"]))
+                problems.append("wave %d takes more votes of %s than its %d spare"
+                                % (i, cluster, budget["spare_votes"]))
     needing = [h["host"] for h in hosts if h.get("reboot")]
     for name in needing:
         count = placed.count(name) + (1 if name in plan["blocked"] else 0)

@@ -28,7 +28,7 @@ from ansible.module_utils.pvetune import cluster_ceph
 from ansible.module_utils.pvetune.cluster_cmd import GateError, Steps, parsed, run
 from ansible.module_utils.pvetune.cluster_gate import gate_decision, local_node
 from ansible.module_utils.pvetune.concerns import lxcgpu, lxcgpu_fix
-from ansible.module_utils.pvetune.core.changeset import _atomic_write, _makedirs
+from ansible.module_utils.pvetune.core.filewrite import atomic_write, makedirs
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.formats import ct_config, guest_list, ha_status
 from ansible.module_utils.pvetune.formats.corosync_conf import NODE_NAME, parse_corosync_conf
@@ -136,8 +136,8 @@ def load_state(fsroot):
 
 def save_state(fsroot, state):
     real = fsroot.path(STATE_FILE)
-    _makedirs(os.path.dirname(real))
-    _atomic_write(real, (json.dumps(state, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o644)
+    makedirs(os.path.dirname(real))
+    atomic_write(real, (json.dumps(state, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o644)
 
 
 def clear_state(fsroot):

@@ -5,7 +5,7 @@
 
 node_exporter's textfile collector reads every ``*.prom`` of its directory at each scrape, so a file must appear
 whole: it is written to a temporary file in the same directory (``.pvetune.prom.pvetune-tmp``, which the collector
-does not read) and renamed over the old one (changeset._atomic_write, the one atomic writer).  The directory is
+does not read) and renamed over the old one (core/filewrite.atomic_write, the one atomic writer).  The directory is
 the collector's own (Debian's prometheus-node-exporter: /var/lib/prometheus/node-exporter); it is never created,
 since a host without it has no collector to read the file.  The file is not recorded in pvetune's manifest: it is
 output, not host configuration (``state: absent`` removes it).
@@ -20,7 +20,7 @@ import posixpath
 import re
 import stat
 
-from ansible.module_utils.pvetune.core.changeset import _atomic_write
+from ansible.module_utils.pvetune.core.filewrite import atomic_write
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 
 DEFAULT_DIR = "/var/lib/prometheus/node-exporter"
@@ -95,5 +95,5 @@ def export(root, directory, content, state="present", check_mode=False, want_dif
         if after is None:
             os.unlink(real)
         else:
-            _atomic_write(real, after.encode("utf-8"), 0o644)
+            atomic_write(real, after.encode("utf-8"), 0o644)
     return result

@@ -422,7 +422,7 @@ def test_pmxcfs_files_are_written_in_place(tree, pmxcfs_rules):
 def test_pmxcfs_guard_catches_a_rename(tree, pmxcfs_rules):
     """The emulation itself: the atomic (rename) write used elsewhere fails under /etc/pve."""
     with pytest.raises(OSError):
-        changeset._atomic_write(real(tree, "/etc/pve/nodes/n1/lxc/101.conf"), b"x\n", None)
+        changeset.atomic_write(real(tree, "/etc/pve/nodes/n1/lxc/101.conf"), b"x\n", None)
     assert pmxcfs_rules and pmxcfs_rules[0][0] in ("chmod", "rename")
 
 
@@ -457,9 +457,10 @@ def test_inplace_write_that_does_not_read_back_fails(tmp_path, monkeypatch):
             handle.read(1)  # the read-back sees one byte less
         return handle
 
-    monkeypatch.setattr(changeset, "open", short_open, raising=False)
+    from ansible.module_utils.pvetune.core import filewrite
+    monkeypatch.setattr(filewrite, "open", short_open, raising=False)
     with pytest.raises(ChangeError, match="does not read back what was written"):
-        changeset._inplace_write(str(target), b"new data", "/etc/pve/x.conf")
+        filewrite.inplace_write(str(target), b"new data", "/etc/pve/x.conf")
 
 
 # -- restore_run after a failure -------------------------------------------------------------------
@@ -489,7 +490,7 @@ def test_restore_run_after_a_failure_puts_everything_back(tree, monkeypatch):
     cs.plan_symlink("/etc/systemd/new.service", "/x.service")
     cs.plan_remove_link("/etc/unlink.service")
     cs.plan_file("/etc/zz-fails.conf", b"boom\n")
-    _fail_on(monkeypatch, "_atomic_write", "/etc/zz-fails.conf")
+    _fail_on(monkeypatch, "atomic_write", "/etc/zz-fails.conf")
     with pytest.raises(ChangeError, match="simulated failure"):
         cs.apply()
     assert get(tree, "/etc/default/grub") == b"NEW\n"  # the earlier writes did happen
@@ -510,7 +511,7 @@ def test_restore_run_after_a_failure_puts_everything_back(tree, monkeypatch):
 def test_restore_run_after_a_half_written_pmxcfs_file(tree, monkeypatch):
     cs = changes(tree)
     cs.plan_file("/etc/pve/lxc/101.conf", b"arch: amd64\ncores: 64\n")
-    _fail_on(monkeypatch, "_inplace_write", "/101.conf", partial=b"XXXX")
+    _fail_on(monkeypatch, "inplace_write", "/101.conf", partial=b"XXXX")
     with pytest.raises(ChangeError):
         cs.apply()
     assert get(tree, "/etc/pve/lxc/101.conf").startswith(b"XXXX")
@@ -534,7 +535,7 @@ def test_restore_run_never_raises_and_names_what_is_left(tree, monkeypatch):
     cs = changes(tree)
     cs.plan_file("/etc/default/grub", b"NEW\n")
     cs.apply()
-    monkeypatch.setattr(changeset, "_atomic_write", lambda *a: (_ for _ in ()).throw(OSError(errno.EIO, "EIO")))
+    monkeypatch.setattr(changeset, "atomic_write", lambda *a: (_ for _ in ()).throw(OSError(errno.EIO, "EIO")))
     restored = cs.restore_run()
     assert len(restored) == 1
     assert restored[0].startswith("/etc/default/grub (NOT restored: ")
@@ -609,7 +610,7 @@ def _killed_during_apply(cs, kill_after):
     pid = os.fork()
     if pid == 0:  # the child
         try:
-            real_write, real_inplace = changeset._atomic_write, changeset._inplace_write
+            real_write, real_inplace = changeset.atomic_write, changeset.inplace_write
 
             def die_after(write):
                 def wrapped(path, data, *args):
@@ -617,7 +618,7 @@ def _killed_during_apply(cs, kill_after):
                     if path == cs.fsroot.path(kill_after):
                         os._exit(9)
                 return wrapped
-            changeset._atomic_write, changeset._inplace_write = die_after(real_write), die_after(real_inplace)
+            changeset.atomic_write, changeset.inplace_write = die_after(real_write), die_after(real_inplace)
             cs.apply()
         finally:
             os._exit(3)

@@ -41,7 +41,8 @@ from ansible.module_utils.pvetune.concerns.lxcres_fix import pin_context, plan_p
 from ansible.module_utils.pvetune.concerns.lxcgpu_state import STATE_FILE, known_majors, load_state
 from ansible.module_utils.pvetune.concerns.lxcgpu_regen import diff_lines, regenerate
 from ansible.module_utils.pvetune.concerns.nvidia import read_state
-from ansible.module_utils.pvetune.core.changeset import WriteFailed, _atomic_write, _makedirs
+from ansible.module_utils.pvetune.core.changeset import WriteFailed
+from ansible.module_utils.pvetune.core.filewrite import atomic_write, makedirs
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.runner import CommandUnavailable
 from ansible.module_utils.pvetune.formats.ct_config import CTID, DEVICE_KEYS, main_value, parse_ct_config
@@ -166,8 +167,8 @@ def state_diff(before, after):
 
 def write_state(fsroot, state):
     real = fsroot.path(STATE_FILE)
-    _makedirs(os.path.dirname(real))
-    _atomic_write(real, render_state(state), 0o644)
+    makedirs(os.path.dirname(real))
+    atomic_write(real, render_state(state), 0o644)
 
 
 # ---------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import os
 import re
 import time
 
-from ansible.module_utils.pvetune.core.changeset import _makedirs
+from ansible.module_utils.pvetune.core.filewrite import makedirs
 from ansible.module_utils.pvetune.core.fsroot import FsError
 
 LOCK_FILE = "/run/lock/lxc/pve-config-%d.lock"
@@ -40,7 +40,7 @@ class CtLocks:
         host_path = LOCK_FILE % ctid
         try:
             real = self.fsroot.path(host_path)
-            _makedirs(os.path.dirname(real))
+            makedirs(os.path.dirname(real))
             fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         except (OSError, FsError) as exc:
             return "cannot open %s: %s" % (host_path, exc)

@@ -35,10 +35,11 @@ import re
 import stat
 
 from ansible.module_utils.pvetune.core import busy, faults
+from ansible.module_utils.pvetune.core.filewrite import (
+    PMXCFS_PREFIX, ChangeError, atomic_write, inplace_write, makedirs)
 from ansible.module_utils.pvetune.core.fsroot import FsError
 
 STATE_DIR = "/var/lib/pvetune"
-PMXCFS_PREFIX = "/etc/pve/"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MANIFEST_VERSION = 1
 
@@ -115,10 +116,6 @@ def _bundle_diff(bundle, items):
                     after.append("%s %s (%s)" % (action, i["path"], _describe(i, "after")))
     return {"before_header": bundle["label"], "after_header": bundle["label"],
             "before": "".join(line + "\n" for line in before), "after": "".join(line + "\n" for line in after)}
-
-
-class ChangeError(Exception):
-    pass
 
 
 class WriteFailed(ChangeError):
@@ -299,8 +296,8 @@ class ChangeSet:
 
     def save_manifest(self, manifest):
         path = self._state_path("manifest.json")
-        _makedirs(os.path.dirname(path))
-        _atomic_write(path, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o600)
+        makedirs(os.path.dirname(path))
+        atomic_write(path, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o600)
 
     def _keep_original(self, manifest, item):
         if not self.record:
@@ -315,8 +312,8 @@ class ChangeSet:
         if item["before"] is not None:
             rel = item["path"].lstrip("/")
             dest = self._state_path("originals", rel)
-            _makedirs(os.path.dirname(dest))
-            _atomic_write(dest, item["before"], 0o600)
+            makedirs(os.path.dirname(dest))
+            atomic_write(dest, item["before"], 0o600)
             entry["original"] = os.path.join(self.state_dir, "originals", rel)
             st = self._stat(item["path"])
             if st is not None:
@@ -360,8 +357,8 @@ class ChangeSet:
                 entry = self._keep_original(manifest, item)
                 if item["before"] is not None:
                     backup = self._state_path("runs", self.run_id, item["path"].lstrip("/"))
-                    _makedirs(os.path.dirname(backup))
-                    _atomic_write(backup, item["before"], 0o600)
+                    makedirs(os.path.dirname(backup))
+                    atomic_write(backup, item["before"], 0o600)
                 entry["written_sha256"] = sha256(item["after"])
                 entry["last_run"] = self.run_id
                 self._write_ahead(manifest)
@@ -377,9 +374,9 @@ class ChangeSet:
                         # Recorded first: an in-place write that fails half-way leaves part of the new bytes,
                         # and restore_run() must put the original back.
                         self.written.append((item["path"], item["before"]))
-                        _inplace_write(real, item["after"], item["path"])
+                        inplace_write(real, item["after"], item["path"])
                     else:
-                        _atomic_write(real, item["after"], item["mode"] if item["before"] is None else None)
+                        atomic_write(real, item["after"], item["mode"] if item["before"] is None else None)
                 if not (is_pmxcfs(item["path"]) and not item["remove"]):
                     self.written.append((item["path"], item["before"]))
                 faults.kill_point(self.fsroot, item["path"])
@@ -427,7 +424,7 @@ class ChangeSet:
             created = manifest.setdefault("dirs", [])
             created.extend(d for d in missing if d not in created)
             self._write_ahead(manifest)
-        _makedirs(self.fsroot.path(missing[0]))
+        makedirs(self.fsroot.path(missing[0]))
         self.created_dirs.extend(self.fsroot.path(d) for d in reversed(missing))
 
     def _apply_symlink(self, manifest, item):
@@ -473,9 +470,9 @@ class ChangeSet:
                 elif self.read(path) == before:
                     pass  # still (or again) the original bytes: nothing to write (e.g. a write refused at once)
                 elif is_pmxcfs(path):
-                    _inplace_write(real, before, path)
+                    inplace_write(real, before, path)
                 else:
-                    _atomic_write(real, before, self.removed_modes.get(path))
+                    atomic_write(real, before, self.removed_modes.get(path))
             except (OSError, IOError, FsError, ChangeError) as exc:
                 # Never raise from here: the caller is already reporting a failure.  Say what is left to do.
                 restored.append("%s (NOT restored: %s; the original is in %s/runs/%s)"
@@ -551,66 +548,3 @@ class PlannedView:
 
     def isdir(self, host_path):
         return self._fsroot.isdir(host_path)
-
-
-def _makedirs(path):
-    if not os.path.isdir(path):
-        os.makedirs(path, 0o755)
-
-
-def _atomic_write(real, data, mode):
-    """Write via a temporary file in the same directory and rename it over ``real``."""
-    directory, name = os.path.split(real)
-    tmp = os.path.join(directory, ".%s.pvetune-tmp" % name)
-    existing = None
-    try:
-        existing = os.stat(real)
-    except OSError:
-        pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if existing is not None:
-            os.chmod(tmp, existing.st_mode & 0o7777)
-            try:
-                os.chown(tmp, existing.st_uid, existing.st_gid)
-            except OSError:
-                pass
-        else:
-            os.chmod(tmp, mode if mode is not None else 0o644)
-        os.rename(tmp, real)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _inplace_write(real, data, host_path=None):
-    """Write without rename/chmod/chown (the Proxmox cluster filesystem refuses them), then read back.
-
-    Raises ChangeError naming the file when a step fails or the file does not read back as written
-    (EACCES on /etc/pve means pmxcfs has no quorum).
-    """
-    shown = host_path or real
-    try:
-        fd = os.open(real, os.O_RDWR | os.O_CREAT, 0o640)
-        with os.fdopen(fd, "r+b") as handle:
-            handle.seek(0)
-            handle.write(data)
-            handle.truncate()
-            handle.flush()
-            os.fsync(handle.fileno())
-        with open(real, "rb") as handle:
-            back = handle.read()
-    except (OSError, IOError) as exc:
-        hint = ""
-        if exc.errno in (errno.EACCES, errno.EROFS) and shown.startswith(PMXCFS_PREFIX):
-            hint = " (/etc/pve refuses changes while this node has no quorum)"
-        reason = os.strerror(exc.errno) if exc.errno else exc
-        raise ChangeError("writing %s in place failed: %s%s" % (shown, reason, hint))
-    if back != data:
-        raise ChangeError("%s does not read back what was written (%d bytes read, %d written)"
-                          % (shown, len(back), len(data)))

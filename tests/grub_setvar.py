@@ -5,8 +5,9 @@ in-place rewriting helpers that plan_grub_edit shares, on single files.
 """
 import re
 
-from ansible.module_utils.pvetune.formats.grub_edit import _append_line, _quote, _render_value
-from ansible.module_utils.pvetune.formats.grub_parse import _NAME_RE, NEEDED_VARS, GrubParseError, _parse, _plain_env
+from ansible.module_utils.pvetune.formats.grub_edit import append_line, quote_value, render_value
+from ansible.module_utils.pvetune.formats.grub_parse import (
+    NAME_RE, NEEDED_VARS, GrubParseError, plain_env, parse_grub_sh)
 from ansible.module_utils.pvetune.formats.kernel_cmdline import BootConfigError
 
 
@@ -35,13 +36,13 @@ def set_grub_var(text, path, var, new_value, env=None):
     when the edit is not certain.
     """
     _check_value(new_value, "new value for %s" % var)
-    if not _NAME_RE.fullmatch(var or ""):
+    if not NAME_RE.fullmatch(var or ""):
         raise BootConfigError("invalid variable name %r" % var)
-    penv = _plain_env(env)
-    gf = _parse(text, path, penv, needed=NEEDED_VARS + (var,))
+    penv = plain_env(env)
+    gf = parse_grub_sh(text, path, penv, needed=NEEDED_VARS + (var,))
     asg = gf.last(var)
     if asg is None:
-        new_text = _append_line(text, "%s=%s" % (var, _quote(new_value, '"')))
+        new_text = append_line(text, "%s=%s" % (var, quote_value(new_value, '"')))
     else:
         if not asg.editable:
             raise GrubParseError(path, asg.line_no, "%s is built from several expansions; not editing it "
@@ -58,8 +59,8 @@ def set_grub_var(text, path, var, new_value, env=None):
             literal = new_value[len(prefix_value):]
         else:
             literal = new_value
-        new_text = text[:asg.value_start] + _render_value(asg, literal) + text[asg.value_end:]
-    check = _parse(new_text, path, penv, needed=NEEDED_VARS + (var,))
+        new_text = text[:asg.value_start] + render_value(asg, literal) + text[asg.value_end:]
+    check = parse_grub_sh(new_text, path, penv, needed=NEEDED_VARS + (var,))
     before = _assignment_values(gf)
     after = _assignment_values(check)
     if asg is None:

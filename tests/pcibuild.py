@@ -50,7 +50,7 @@ from ansible.module_utils.pvetune.formats.pci_config import (
     MIN_CONFIG_SIZE,
     NVIDIA_VENDOR_ID,
     PciConfigError,
-    _payload_code,
+    payload_code,
     normalize_bdf,
     speed_code,
 )
@@ -121,9 +121,9 @@ def build_config(vendor_id, device_id, class_code, mrrs=512, mps=256, devcap_mps
         raise ValueError("header_type must be 0 (endpoint) or 1 (bridge), not %r" % (header_type,))
     if not isinstance(size, int) or isinstance(size, bool) or not MIN_CONFIG_SIZE <= size <= EXT_CONFIG_SIZE:
         raise ValueError("size must be 64..4096 bytes, not %r" % (size,))
-    mrrs_code = _payload_code(mrrs, "mrrs")
-    mps_code = _payload_code(mps, "mps")
-    devcap_code = _payload_code(devcap_mps, "devcap_mps")
+    mrrs_code = payload_code(mrrs, "mrrs")
+    mps_code = payload_code(mps, "mps")
+    devcap_code = payload_code(devcap_mps, "devcap_mps")
     if mps_code > devcap_code:
         raise ValueError("mps %d exceeds devcap_mps %d" % (mps, devcap_mps))
     cap_speed = speed_code(lnkcap[0])

@@ -75,7 +75,7 @@ def tree(tmp_path, files):
 
 
 def apply_plan(files, plan):
-    return grub_edit._apply_plan(files, plan)
+    return grub_edit.apply_plan(files, plan)
 
 
 # ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import zlib
 import pytest
 from ansible.module_utils.pvetune import audit
 from ansible.module_utils.pvetune.audit import evaluate
-from ansible.module_utils.pvetune.concerns.bootargs import _arg_state
+from ansible.module_utils.pvetune.concerns.bootargs import boot_arg_state
 from ansible.module_utils.pvetune.core.catalogue import BY_ID, CATALOGUE, STATUSES
 from ansible.module_utils.pvetune.core.policy import merge_policy
 from ansible.module_utils.pvetune.core.result import summarize
@@ -746,7 +746,7 @@ def test_lxc_items_only_gpu_cts():
     assert res["current"] == "host majors: nvidia=195, nvidia-uvm=511"
 
 
-# -- _arg_state ----------------------------------------------------------------------------------------------
+# -- boot_arg_state ----------------------------------------------------------------------------------------------
 def facts_with(effective, configured):
     facts = good_facts()
     args(effective, configured)(facts)
@@ -771,15 +771,15 @@ def facts_with(effective, configured):
     (["amd_pstate=Active"], ["amd_pstate=Active"], "missing"),      # values are case-sensitive
 ])
 def test_arg_state(effective, configured, state):
-    assert _arg_state(facts_with(effective, configured), "amd_pstate=active")[0] == state
+    assert boot_arg_state(facts_with(effective, configured), "amd_pstate=active")[0] == state
 
 
 def test_arg_state_detail_names_the_conflicting_args():
-    assert _arg_state(facts_with(["a=1"], ["a=2", "a=3"]), "a=1") == ("transient", ["a=2", "a=3"])
-    assert _arg_state(facts_with(["a=2"], ["a=3"]), "a=1") == ("missing", ["a=3"])
-    assert _arg_state(facts_with(["a=2"], []), "a=1") == ("missing", ["a=2"])
-    assert _arg_state(facts_with(["a_b=2"], ["a-b=1"]), "a_b=1") == ("pending", ["a_b=2"])
-    assert _arg_state(facts_with(["a_b=1"], ["a-b=1"]), "a_b=1") == ("effective", ["a_b=1"])
+    assert boot_arg_state(facts_with(["a=1"], ["a=2", "a=3"]), "a=1") == ("transient", ["a=2", "a=3"])
+    assert boot_arg_state(facts_with(["a=2"], ["a=3"]), "a=1") == ("missing", ["a=3"])
+    assert boot_arg_state(facts_with(["a=2"], []), "a=1") == ("missing", ["a=2"])
+    assert boot_arg_state(facts_with(["a_b=2"], ["a-b=1"]), "a_b=1") == ("pending", ["a_b=2"])
+    assert boot_arg_state(facts_with(["a_b=1"], ["a-b=1"]), "a_b=1") == ("effective", ["a_b=1"])
 
 
 # -- evaluate() ----------------------------------------------------------------------------------------------

@@ -75,19 +75,19 @@ def _arg_map(args):
     return out
 
 
-def _configured_args(facts):
+def configured_boot_args(facts):
     return (facts.get("boot") or {}).get("configured_args")
 
 
-def _effective_args(facts):
+def effective_args(facts):
     return (facts.get("cmdline") or {}).get("args") or []
 
 
-def _arg_state(facts, arg):
+def boot_arg_state(facts, arg):
     """('effective'|'pending'|'missing'|'transient', detail) for one required arg."""
     key = _arg_key(arg)
-    eff = _arg_map(_effective_args(facts)).get(key, [])
-    configured = _configured_args(facts)
+    eff = _arg_map(effective_args(facts)).get(key, [])
+    configured = configured_boot_args(facts)
     conf = _arg_map(configured or []).get(key, []) if configured is not None else None
     # For repeated parameters the kernel (and GRUB's concatenation) lets the last one win.
     on_now = bool(eff) and _same_arg(eff[-1], arg)
@@ -127,7 +127,7 @@ def check_cmdline(facts, policy):
     items = []
     states = []
     for arg in required:
-        state, seen = _arg_state(facts, arg)
+        state, seen = boot_arg_state(facts, arg)
         states.append(state)
         msg = {"effective": "configured and effective",
                "pending": "configured in %s, not on /proc/cmdline until reboot" % where,
@@ -137,15 +137,15 @@ def check_cmdline(facts, policy):
             msg += " (found conflicting %s)" % " ".join(seen)
         items.append({"name": arg, "status": {"effective": "pass", "pending": "pending"}.get(state, "fail"),
                       "current": " ".join(seen) if seen else None, "expected": arg, "message": msg})
-    eff_keys = _arg_map(_effective_args(facts))
-    conf_keys = _arg_map(_configured_args(facts) or [])
+    eff_keys = _arg_map(effective_args(facts))
+    conf_keys = _arg_map(configured_boot_args(facts) or [])
     for arg in forbidden:
         key = _arg_key(arg)
         found = [a for a in eff_keys.get(key, []) + conf_keys.get(key, []) if _same_arg(a, arg) or "=" not in arg]
         items.append({"name": "no %s" % arg, "status": "fail" if found else "pass",
                       "current": " ".join(sorted(set(found))) or None, "expected": "absent",
                       "message": "remove it from %s" % where if found else ""})
-    current = "%s: %s" % (loader, " ".join(_configured_args(facts) or []) or "(empty)")
+    current = "%s: %s" % (loader, " ".join(configured_boot_args(facts) or []) or "(empty)")
     fails = [i for i in items if i["status"] == "fail"]
     if fails:
         return make_result(cid, policy, "fail", current, "; ".join("%s: %s" % (i["name"], i["message"]) for i in fails),

@@ -13,7 +13,7 @@ __metaclass__ = type
 import re
 
 from ansible.module_utils.pvetune.core import cpuprofile
-from ansible.module_utils.pvetune.concerns.bootargs import _arg_state
+from ansible.module_utils.pvetune.concerns.bootargs import boot_arg_state
 from ansible.module_utils.pvetune.core.cpuprofile import CPU_DIR, PSTATE, PSTATE_BY_DRIVER
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error, short_list
@@ -64,7 +64,7 @@ def check_scaling_driver(facts, policy):
                                % (len(unreadable), "; ".join(unreadable[:4])), items, ev)
     if drivers and set(drivers) == {want}:
         return _driver_pass(cid, policy, prof, facts, current, items, ev)
-    arg_state = _arg_state(facts, mode_arg)[0]
+    arg_state = boot_arg_state(facts, mode_arg)[0]
     runtime_switch = status_file is not None and status_file != mode
     hint = (" (or switch now: echo %s > %s)" % (mode, row["status_file"]) if runtime_switch else "")
     if arg_state == "pending":
@@ -194,7 +194,7 @@ def check_epp(facts, policy):
                        items, ev)
 
 
-def _natural_key(name):
+def natural_key(name):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 

@@ -13,8 +13,8 @@ __metaclass__ = type
 import re
 
 from ansible.module_utils.pvetune.core import cpuprofile
-from ansible.module_utils.pvetune.concerns.bootargs import _arg_state
-from ansible.module_utils.pvetune.concerns.cpufreq import _natural_key
+from ansible.module_utils.pvetune.concerns.bootargs import boot_arg_state
+from ansible.module_utils.pvetune.concerns.cpufreq import natural_key
 from ansible.module_utils.pvetune.core.cpuprofile import CPU_DIR, IDLE_LIMITS
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error
@@ -56,7 +56,7 @@ def check_cstates(facts, policy):
             "message": "",
         })
     cmdline_err = section_error(facts, "cmdline")
-    state = None if cmdline_err else _arg_state(facts, arg)[0]
+    state = None if cmdline_err else boot_arg_state(facts, arg)[0]
     param_ok = param is None or (param.isdigit() and int(param) <= limit)
     problems = []
     if state == "transient":
@@ -102,7 +102,7 @@ def read_cpuidle(fsroot):
         out[key] = fsroot.try_value(param)
     states = {}
     cpus = [n for n in fsroot.listdir(CPU_DIR) if re.match(r"^cpu\d+$", n)]
-    cpus.sort(key=_natural_key)
+    cpus.sort(key=natural_key)
     cpus_with_states = 0
     for cpu in cpus:
         num = int(cpu[3:])
@@ -130,7 +130,7 @@ def read_cpuidle(fsroot):
             st["latency"] = max(st["latency"], latency)
             (st["disabled"] if disable == "1" else st["enabled"]).append(num)
     out["states"] = {}
-    for key in sorted(states, key=_natural_key):
+    for key in sorted(states, key=natural_key):
         st = states[key]
         out["states"][key] = {
             "name": "/".join(sorted(st["names"])),

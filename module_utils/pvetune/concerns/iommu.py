@@ -11,8 +11,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.module_utils.pvetune.concerns import pcie
-from ansible.module_utils.pvetune.concerns.bootargs import _configured_args, _effective_args
-from ansible.module_utils.pvetune.concerns.cpufreq import _natural_key
+from ansible.module_utils.pvetune.concerns.bootargs import configured_boot_args, effective_args
+from ansible.module_utils.pvetune.concerns.cpufreq import natural_key
 from ansible.module_utils.pvetune.core.cpuprofile import PT_ARG, gpu_domains
 from ansible.module_utils.pvetune.core.result import make_result
 
@@ -21,7 +21,7 @@ VENDOR_KEYS = ("amd_iommu", "intel_iommu", "iommu")
 
 
 def _cmdline_iommu(facts):
-    return [a for a in _effective_args(facts) if a.split("=", 1)[0] in VENDOR_KEYS]
+    return [a for a in effective_args(facts) if a.split("=", 1)[0] in VENDOR_KEYS]
 
 
 def check_iommu(facts, policy):
@@ -62,8 +62,8 @@ def check_iommu(facts, policy):
     if not policy.get("iommu_passthrough"):
         return make_result(cid, policy, "pass", current, "%d host-owned GPUs in a translated domain (%s); policy "
                            "iommu_passthrough is false" % (len(fails), names), items, ev)
-    configured = PT_ARG in (_configured_args(facts) or [])
-    if configured and PT_ARG not in _effective_args(facts):
+    configured = PT_ARG in (configured_boot_args(facts) or [])
+    if configured and PT_ARG not in effective_args(facts):
         return make_result(cid, policy, "pending", current, "iommu=pt is configured but not yet effective: %d GPUs "
                            "stay translated until the reboot" % len(fails), items, ev, reboot_required=True)
     return make_result(cid, policy, "fail", current, "%d host-owned GPUs in a translated IOMMU domain (%s): %s" % (
@@ -78,10 +78,10 @@ def read_iommu(fsroot, pci=None):
     groups = fsroot.listdir("/sys/kernel/iommu_groups")
     domain_type = None
     if groups:
-        first = sorted(groups, key=_natural_key)[0]
+        first = sorted(groups, key=natural_key)[0]
         domain_type = fsroot.try_value("/sys/kernel/iommu_groups/%s/type" % first)
     wanted = sorted({f.get("iommu_group") for f in (pci or {}).get("functions") or [] if f.get("iommu_group")},
-                    key=_natural_key)
+                    key=natural_key)
     types = {g: fsroot.try_value("/sys/kernel/iommu_groups/%s/type" % g) for g in wanted}
     return {
         "units": units,

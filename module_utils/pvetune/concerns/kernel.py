@@ -11,14 +11,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-from ansible.module_utils.pvetune.concerns.bootargs import _configured_args, _effective_args, detect_loader
-from ansible.module_utils.pvetune.concerns.pcie import _gpus
+from ansible.module_utils.pvetune.concerns.bootargs import configured_boot_args, effective_args, detect_loader
+from ansible.module_utils.pvetune.concerns.pcie import gpu_functions
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.tables import kernel_issues
 from ansible.module_utils.pvetune.tables.nvidia_generations import generation_of
 from ansible.module_utils.pvetune.formats.grub_chain import grub_effective
-from ansible.module_utils.pvetune.formats.grub_menu import _parse_grubenv, grub_default_kernel
+from ansible.module_utils.pvetune.formats.grub_menu import parse_grubenv, grub_default_kernel
 from ansible.module_utils.pvetune.formats.grub_parse import GRUB_DEFAULT_FILE, GrubParseError, read_grub_files
 from ansible.module_utils.pvetune.formats.kernel_cmdline import BootConfigError, arg_key
 from ansible.module_utils.pvetune.formats.kernel_version import (
@@ -160,7 +160,7 @@ def kernel_state(fsroot, loader_info=None, grub_eff=None):
         grub["kernel"], grub["form"] = grub_default_kernel(grub["value"])
         if grub["form"] == "saved":
             try:
-                env = _parse_grubenv(fsroot.read_text(GRUB_ENV))
+                env = parse_grubenv(fsroot.read_text(GRUB_ENV))
             except FsError:
                 env = {}
             entry = env.get("next_entry") or env.get("saved_entry")
@@ -226,7 +226,7 @@ def check_known_issues(facts, policy):
     kern = facts["kernel"]
     cpu = facts.get("cpu") if isinstance(facts.get("cpu"), dict) and not facts["cpu"].get("error") else {}
     gens = sorted({generation_of(f.get("device_id"), f.get("model"))
-                   for f in _gpus(facts)} - {None})
+                   for f in gpu_functions(facts)} - {None})
     driver = ((facts.get("nvidia") or {}).get("version") or {}).get("version")
     rows = kernel_issues.applicable(cpu, gens, driver)
     host = "%s (family 0x%s, model 0x%s), GPUs: %s, NVIDIA driver %s" % (
@@ -237,9 +237,9 @@ def check_known_issues(facts, policy):
     ids = ", ".join(r["id"] for r in rows) or "none"
     ev = ["%s; %d of %d table rows apply: %s" % (host, len(rows), len(kernel_issues.KNOWN_ISSUES), ids)]
     # The workaround a row names counts where it is effective (running) or configured (next boot).
-    kernels = [("running", kern.get("running"), {arg_key(a) for a in _effective_args(facts)})]
+    kernels = [("running", kern.get("running"), {arg_key(a) for a in effective_args(facts)})]
     if kern.get("next_boot_kernel") and kern.get("next_boot_kernel") != kern.get("running"):
-        kernels.append(("next boot", kern["next_boot_kernel"], {arg_key(a) for a in _configured_args(facts) or ()}))
+        kernels.append(("next boot", kern["next_boot_kernel"], {arg_key(a) for a in configured_boot_args(facts) or ()}))
     items, hit = [], {}
     for label, version, args in kernels:
         if not version:

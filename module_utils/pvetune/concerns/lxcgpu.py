@@ -30,10 +30,10 @@ import re
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.concerns import lxcgpu_sources as sources_mod
-from ansible.module_utils.pvetune.concerns.lxcgpu_sources import _ct_path, _is_nvidia_path
+from ansible.module_utils.pvetune.concerns.lxcgpu_sources import ct_config_path, is_nvidia_path
 from ansible.module_utils.pvetune.concerns.lxcgpu_state import known_majors, load_state
 from ansible.module_utils.pvetune.formats.ct_config import (
-    _DEV_KEY,
+    DEV_KEY,
     DEVICE_KEYS,
     FAMILY_ALLOW_KEY,
     KEY_INCLUDE,
@@ -42,7 +42,7 @@ from ansible.module_utils.pvetune.formats.ct_config import (
     parse_ct_config,
     pve_bool,
 )
-from ansible.module_utils.pvetune.formats.proc_devices import DYNAMIC_CHAR_MAJORS, NVIDIA_MAJOR, _char_table
+from ansible.module_utils.pvetune.formats.proc_devices import DYNAMIC_CHAR_MAJORS, NVIDIA_MAJOR, char_table
 
 LXC_DIR = "/etc/pve/lxc"
 CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
@@ -56,7 +56,7 @@ def _nvidia_relevant(line):
     if line.kind == "kv":
         if line.key in DEVICE_KEYS or line.key == KEY_INCLUDE or line.key.startswith("lxc.hook."):
             return True
-        if line.key == KEY_MOUNT or _DEV_KEY.match(line.key):
+        if line.key == KEY_MOUNT or DEV_KEY.match(line.key):
             return "nvidia" in display
         return False
     if line.kind == "garbage":
@@ -89,13 +89,13 @@ def _normalize_registered(registered):
     """char_majors_registered -> {major: [names]} (names may be empty)."""
     if not registered:
         return {}
-    table = _char_table(registered) if isinstance(registered, dict) else registered
+    table = char_table(registered) if isinstance(registered, dict) else registered
     if isinstance(table, dict):
         return {int(k): list(v) if isinstance(v, (list, tuple)) else [] for k, v in table.items()}
     return {int(k): [] for k in table}
 
 
-def _node_label(node):
+def node_label(node):
     return "{} ({}:{})".format(node["path"], node["major"], node["minor"])
 
 
@@ -103,11 +103,11 @@ class _Analysis:
     pass
 
 
-def _family_order(families):
+def family_order(families):
     return [f for f in ("v2", "v1") if f in families]
 
 
-def _covered(rules, major, minor):
+def is_covered(rules, major, minor):
     """Whether rules (in order) leave read+write access to c major:minor."""
     state = set()
     for rule in rules:
@@ -122,7 +122,7 @@ def _covered(rules, major, minor):
     return {"r", "w"} <= state
 
 
-def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_registered, cgroup_version, sources=None):
+def analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_registered, cgroup_version, sources=None):
     a = _Analysis()
     sources = sources or {}
     a.known = _normalize_known(known_nvidia_majors)
@@ -133,12 +133,12 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
     nodes = list(host_nodes.values()) if isinstance(host_nodes, dict) else list(host_nodes or [])
     # Nodes behind the CT's custom sources (lxcgpu_sources.read_ct_sources): looked up like host nodes, but their
     # majors are not current NVIDIA majors (a node made with mknod keeps the major it was made with).
-    custom = [n for n in sources.get("nodes") or () if not _is_nvidia_path(n["path"])]
+    custom = [n for n in sources.get("nodes") or () if not is_nvidia_path(n["path"])]
     a.unknown_sources = set(sources.get("unknown") or ())
     a.char_nodes = {n["path"]: n for n in nodes + custom if n.get("type") == "c" and n.get("major") is not None}
     a.dirs = {n["path"] for n in nodes + custom if n.get("type") == "d"}
     a.current_nvidia = {int(m) for m in host_majors.values()}
-    a.current_nvidia |= {n["major"] for n in a.char_nodes.values() if _is_nvidia_path(n["path"])}
+    a.current_nvidia |= {n["major"] for n in a.char_nodes.values() if is_nvidia_path(n["path"])}
     a.major_names = {}
     for name, major in host_majors.items():
         a.major_names.setdefault(int(major), name)
@@ -161,7 +161,7 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
     # LXC skips an absolute target outside the CT's rootfs: that entry gives the CT nothing.
     a.ignored_mounts = [line for line in mounts if sources_mod.ignored_target(line.mount)]
     a.nv_mounts = [line for line in mounts if line not in a.ignored_mounts]
-    a.nv_devs = [line for line in main if line.dev is not None and _is_nvidia_path(line.dev["path"])]
+    a.nv_devs = [line for line in main if line.dev is not None and is_nvidia_path(line.dev["path"])]
     a.includes = [line for line in main if line.key == KEY_INCLUDE]
     a.hook_texts = sources.get("hooks") or {}
     a.hook_made, a.hook_unknown, a.hooks = sources_mod.hook_analysis(ct, a.hook_texts)
@@ -220,8 +220,8 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
     a.used_majors = {n["major"] for n in a.mount_used.values()} | {n["major"] for n in a.dev_used.values()}
     # CUDA control nodes a CT that mounts a GPU needs but does not mount (regenerate() adds them).
     a.implied_controls = []
-    if a.nodes_known and any(_GPU_NODE.match(_ct_path(line)) for line in a.nv_mounts):
-        have = {_ct_path(line) for line in a.nv_mounts} | set(a.dev_used) | {n["ct_path"] for n in a.hook_made}
+    if a.nodes_known and any(_GPU_NODE.match(ct_config_path(line)) for line in a.nv_mounts):
+        have = {ct_config_path(line) for line in a.nv_mounts} | set(a.dev_used) | {n["ct_path"] for n in a.hook_made}
         a.implied_controls = [p for p in CONTROL_NODES if p in a.char_nodes and p not in have]
     a.used_majors |= {a.char_nodes[p]["major"] for p in a.implied_controls}
     a.uses_nvidia = bool(a.mounts_nvidia or a.hooks or a.ignored_mounts or any(
@@ -261,13 +261,13 @@ def _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_regis
     elif cgroup_version in (1, "1", "v1"):
         a.families = ["v1"]
     else:
-        a.families = _family_order(a.families_present) or ["v2"]
+        a.families = family_order(a.families_present) or ["v2"]
     a.uncovered = []
     for family in a.families:
         rules = [line.rule for line in a.rules if line.rule.family == family]
-        for path in sorted(a.mount_used, key=lambda p: _mount_order(a, p)):
+        for path in sorted(a.mount_used, key=lambda p: mount_order(a, p)):
             node = a.mount_used[path]
-            if not _covered(rules, node["major"], node["minor"]):
+            if not is_covered(rules, node["major"], node["minor"]):
                 a.uncovered.append({"node": path, "major": node["major"], "minor": node["minor"],
                                     "key": FAMILY_ALLOW_KEY[family]})
     a.deny_hits = [line for line in a.rules if line.rule.kind == "deny" and not line.rule.all
@@ -302,7 +302,7 @@ def _uses_text(a):
     return " (uses {})".format(", ".join(f"{m}={a.major_names.get(m, '?')}" for m in majors))
 
 
-def _mount_order(a, path):
+def mount_order(a, path):
     """Sort key: the order of the CT's NVIDIA mount entries (then mounts pvetune adds)."""
     sources = [line.mount.norm_source for line in a.nv_mounts] + a.added_mounts
     for index, source in enumerate(sources):
@@ -353,7 +353,7 @@ def evaluate_ct(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors
     ``cgroup_version``: 2, 1 or None (unknown: every key family present must cover).
     ``sources``: lxcgpu_sources.read_ct_sources() of this CT (custom node directories, hook scripts).
     """
-    a = _analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_registered, cgroup_version, sources)
+    a = analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_registered, cgroup_version, sources)
     messages = []
     result = {
         "ctid": ct.ctid,
@@ -395,7 +395,7 @@ def evaluate_ct(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors
         messages.append("some NVIDIA nodes the CT mounts are missing on the host, so the majors it needs "
                         "are not fully known; pvetune will not rewrite stale lines until they exist")
     if a.uncovered:
-        what = ", ".join("{} {}".format(u["key"], _node_label({"path": u["node"], "major": u["major"],
+        what = ", ".join("{} {}".format(u["key"], node_label({"path": u["node"], "major": u["major"],
                                                               "minor": u["minor"]})) for u in a.uncovered)
         if a.includes:
             messages.append(f"not covered by this file (lxc.include may cover them): {what}")

@@ -27,8 +27,8 @@ import posixpath
 import stat
 
 from ansible.module_utils.pvetune.concerns.lxcgpu import (
-    _analyze,
-    _covered,
+    analyze,
+    is_covered,
     cgroup_version_of,
     list_cts,
     passes_nvidia,
@@ -216,7 +216,7 @@ def running_rules_uncovered(fsroot, ctid, ct, host, cgroup_version, sources=None
         return None
     running = parse_ct_config(data, RUNNING_CONFIG % ctid)
     # lxcgpu's analysis gives the nodes the CT uses with their current majors.
-    analysis = _analyze(ct, host["majors"], host["nodes"], {}, host["devices"], cgroup_version, sources)
+    analysis = analyze(ct, host["majors"], host["nodes"], {}, host["devices"], cgroup_version, sources)
     used = dict(analysis.mount_used)
     used.update(analysis.dev_used)
     rules = [line.rule for line in running.main_lines()
@@ -229,7 +229,7 @@ def running_rules_uncovered(fsroot, ctid, ct, host, cgroup_version, sources=None
     missing = []
     for path in sorted(used):
         node = used[path]
-        if not _covered(rules, node["major"], node["minor"]):
+        if not is_covered(rules, node["major"], node["minor"]):
             missing.append("%s (%d:%d)" % (path, node["major"], node["minor"]))
     return missing
 

@@ -15,7 +15,7 @@ import posixpath
 import re
 
 from ansible.module_utils.pvetune.concerns import lxcgpu_sources as sources_mod
-from ansible.module_utils.pvetune.concerns.lxcgpu import _analyze, _covered, _family_order, _mount_order, _node_label
+from ansible.module_utils.pvetune.concerns.lxcgpu import analyze, is_covered, family_order, mount_order, node_label
 from ansible.module_utils.pvetune.formats.ct_config import FAMILY_ALLOW_KEY, parse_ct_config, parse_device_rule
 from ansible.module_utils.pvetune.formats.proc_devices import NVIDIA_MAJOR
 
@@ -70,7 +70,7 @@ def _blocking(a):
 
 def _plan(ct, host_majors, host_nodes, known, registered, cgroup_version, sources=None):
     """Compute the edits; returns (edit, analysis, refusal reasons)."""
-    a = _analyze(ct, host_majors, host_nodes, known, registered, cgroup_version, sources)
+    a = analyze(ct, host_majors, host_nodes, known, registered, cgroup_version, sources)
     edit = _Edit()
     if not a.mounts_nvidia and not a.stale:
         return edit, a, _blocking(a)
@@ -97,7 +97,7 @@ def _plan(ct, host_majors, host_nodes, known, registered, cgroup_version, source
 
     # 2. Allow lines, per key family.
     families = list(a.families)
-    for family in _family_order({entry[0].rule.family for entry in a.stale}):
+    for family in family_order({entry[0].rule.family for entry in a.stale}):
         if family not in families:
             families.append(family)
     stale_reason = {id(line): reason for line, reason in a.stale}
@@ -154,9 +154,9 @@ def _plan_family(a, ct, edit, family, index_of, stale_reason, added_mounts, moun
     stale = [line for line in lines if id(line) in stale_reason]
     kept_rules = [line.rule for line in lines if id(line) not in stale_reason]
     needed = []
-    for path in sorted(a.mount_used, key=lambda p: _mount_order(a, p)):
+    for path in sorted(a.mount_used, key=lambda p: mount_order(a, p)):
         node = a.mount_used[path]
-        if not _covered(kept_rules, node["major"], node["minor"]):
+        if not is_covered(kept_rules, node["major"], node["minor"]):
             needed.append(node)
     needed_by_major = {}
     major_order = []
@@ -216,7 +216,7 @@ def _plan_family(a, ct, edit, family, index_of, stale_reason, added_mounts, moun
                                        f"({a.major_names.get(new_major, '?')})"})
 
     # Whatever is still not covered is added after the last NVIDIA allow line.
-    remaining = [n for n in needed if not _covered(new_rules, n["major"], n["minor"])]
+    remaining = [n for n in needed if not is_covered(new_rules, n["major"], n["minor"])]
     if not remaining:
         return
     owned = [line for line in lines if id(line) in a.owned]
@@ -265,7 +265,7 @@ def _plan_family(a, ct, edit, family, index_of, stale_reason, added_mounts, moun
         bucket.append((body, body.decode("utf-8", "replace")))
         edit.changes.append({"action": "add", "line_no": None, "after_line": after_line, "old": None,
                              "new": body.decode("utf-8", "replace"),
-                             "reason": "cover {}".format(", ".join(_node_label(n) for n in covered_nodes))})
+                             "reason": "cover {}".format(", ".join(node_label(n) for n in covered_nodes))})
 
 
 def _apply(ct, edit):

@@ -162,13 +162,13 @@ def hook_nodes(text):
 
 
 # ---------------------------------------------------------------------------
-# Analysis helpers (called by concerns/lxcgpu._analyze)
+# Analysis helpers (called by concerns/lxcgpu.analyze)
 # ---------------------------------------------------------------------------
-def _is_nvidia_path(path):
+def is_nvidia_path(path):
     return bool(path) and isinstance(path, str) and posixpath.normpath(path).startswith("/dev/nvidia")
 
 
-def _ct_path(line):
+def ct_config_path(line):
     """Where a mount line's node appears in the CT (its target), else its source."""
     return ct_path_of(line.mount) or line.mount.norm_source
 
@@ -183,13 +183,13 @@ def resolve_path_rule(rule, char_nodes):
 def stale_custom(a, line, found):
     """Nodes behind a custom source whose numbers differ from the host's node of the same name in /dev."""
     out = []
-    source, ct_path = line.mount.norm_source, _ct_path(line)
+    source, ct_path = line.mount.norm_source, ct_config_path(line)
     for node in found:
         if node["type"] != "c":
             continue
         rel = node["path"][len(source):] if node["path"] != source else ""
         host = a.char_nodes.get(ct_path + rel)
-        if host is not None and _is_nvidia_path(host["path"]) and (host["major"], host["minor"]) != (
+        if host is not None and is_nvidia_path(host["path"]) and (host["major"], host["minor"]) != (
                 node["major"], node["minor"]):
             out.append({"line_no": line.line_no, "source": node["path"], "ct_path": ct_path + rel,
                         "major": node["major"], "minor": node["minor"],

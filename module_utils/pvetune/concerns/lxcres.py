@@ -68,7 +68,7 @@ def _cg_value(fsroot, path, errors):
         return None
 
 
-def _read_cgroup(fsroot, version, ctid, errors=None):
+def read_cgroup(fsroot, version, ctid, errors=None):
     """(running, {file: raw value or None}, base directory) of a CT's cgroup (unreadable files into ``errors``)."""
     dirs = _cgroup_dirs(version, ctid)
     base = dirs.get("") or dirs["cpuset"]
@@ -191,7 +191,7 @@ def read_runtime(ctx):
         if ct.get("error") or not ct.get("passes_nvidia"):    # the LXC reader's passes_nvidia()
             continue
         cgroup_errors = []
-        running, files, base = _read_cgroup(fsroot, version, ct["ctid"], cgroup_errors)
+        running, files, base = read_cgroup(fsroot, version, ct["ctid"], cgroup_errors)
         entry = {"ctid": ct["ctid"], "running": running, "cgroup": files, "cgroup_dir": base,
                  "cgroup_errors": cgroup_errors, "init_pid": find_init_pid(fsroot, base) if running else None}
         entry["libs"] = _read_libs(fsroot, ct, entry, storages)

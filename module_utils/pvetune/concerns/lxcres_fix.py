@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.module_utils.pvetune.concerns.lxcres import _read_cgroup, placement
+from ansible.module_utils.pvetune.concerns.lxcres import read_cgroup, placement
 from ansible.module_utils.pvetune.concerns.numa_topology import read_nodes
 from ansible.module_utils.pvetune.concerns.pcie import gather_pci
 from ansible.module_utils.pvetune.core.policy import DEFAULT_POLICY
@@ -38,7 +38,7 @@ def plan_pin(fsroot, ct, ctx):
     """``(new config bytes, change)`` pinning the CT, or ``(None, None)`` when it needs no pin (or it cannot be
     told: one NUMA node, GPUs without a node, no GPU nodes found)."""
     version = 1 if ctx["cgroup_version"] in (1, "1") else 2
-    running, files, base = _read_cgroup(fsroot, version, ct.ctid)
+    running, files, base = read_cgroup(fsroot, version, ct.ctid)
     place = placement(ct, {"running": running, "cgroup": files, "cgroup_dir": base}, ctx)
     if place["verdict"] not in ("fail", "warn") or not place["want_cpus"]:
         return None, None

@@ -10,8 +10,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.module_utils.pvetune.concerns.bootargs import _configured_args, _effective_args
-from ansible.module_utils.pvetune.concerns.pcie import _gpus
+from ansible.module_utils.pvetune.concerns.bootargs import configured_boot_args, effective_args
+from ansible.module_utils.pvetune.concerns.pcie import gpu_functions
 from ansible.module_utils.pvetune.concerns.numa_topology import NODE_DIR, facts_nodes, read_nodes, socket_summary
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.formats import sysctl_conf
@@ -59,8 +59,8 @@ def check_numa_balancing(facts, policy):
     if not runtime.isdigit():
         return make_result(cid, policy, "error", runtime[:40],
                            "/proc/sys/kernel/numa_balancing holds %r, not a number" % runtime[:40], evidence=ev)
-    cmdline_off = "numa_balancing=disable" in _effective_args(facts)
-    conf_off = "numa_balancing=disable" in (_configured_args(facts) or [])
+    cmdline_off = "numa_balancing=disable" in effective_args(facts)
+    conf_off = "numa_balancing=disable" in (configured_boot_args(facts) or [])
     persisted_ok = (persisted is not None and persisted["value"] == want) or (want == "0" and conf_off)
     if persisted:
         persisted_text = persisted["value"]
@@ -90,7 +90,7 @@ def check_gpu_locality(facts, policy):
     numa = facts.get("numa") or {}
     nodes = facts_nodes(facts)
     ev = list(numa.get("evidence") or [])
-    gpus = _gpus(facts)
+    gpus = gpu_functions(facts)
     if not gpus:
         return make_result(cid, policy, "skip", None, "no NVIDIA GPU found", evidence=ev)
     if numa.get("errors"):

@@ -15,7 +15,7 @@ __metaclass__ = type
 
 import re
 
-from ansible.module_utils.pvetune.concerns.pcie import _gpus
+from ansible.module_utils.pvetune.concerns.pcie import gpu_functions
 from ansible.module_utils.pvetune.core.fsroot import SNAPSHOT_DIR, FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.formats import dev_nodes, proc_devices
@@ -241,7 +241,7 @@ def check_nvidia_driver(facts, policy):
         return make_result(cid, policy, "error", None, err)
     nv = facts.get("nvidia") or {}
     ev = list(nv.get("evidence", [])) + health_lines((nv.get("smi") or {}).get("health") or {})
-    gpus = _gpus(facts)
+    gpus = gpu_functions(facts)
     if not gpus:
         return make_result(cid, policy, "skip", None, "no NVIDIA GPU found", evidence=ev)
     drivers = sorted({g.get("driver") or "none" for g in gpus})

@@ -14,7 +14,7 @@ __metaclass__ = type
 
 import re
 
-from ansible.module_utils.pvetune.concerns.pcie import _gpus
+from ansible.module_utils.pvetune.concerns.pcie import gpu_functions
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.tables.nvidia_generations import GENERATIONS, generation_of, min_driver, open_required
 
@@ -137,7 +137,7 @@ def check_stack(facts, policy):
     nv = facts.get("nvidia") or {}
     runtime = facts.get("ct_runtime") or {}
     ev = list(nv.get("evidence") or [])[:1] + list(runtime.get("evidence") or [])
-    gpus = _gpus(facts)
+    gpus = gpu_functions(facts)
     host = [g for g in gpus if g.get("driver") != "vfio-pci"]
     if not gpus:
         return make_result(cid, policy, "skip", None, "no NVIDIA GPU found", evidence=ev)

@@ -22,8 +22,8 @@ from ansible.module_utils.pvetune.formats.pci_config import (
     BDF_RE,
     SYSFS_PCI_DEVICES,
     PciConfigError,
-    _parse_prefix,
-    _read_function,
+    parse_prefix,
+    read_function,
     normalize_bdf,
 )
 
@@ -85,7 +85,7 @@ def _bar1(fsroot, gpu):
     gpu["bar1"] = {"size": lines[GPU_BAR]["size"], "start": lines[GPU_BAR]["start"]}
 
 
-def _vfio(fsroot):
+def vfio_functions(fsroot):
     """[(bdf, host bridge, chain)] of the functions bound to vfio-pci."""
     out = []
     for name in fsroot.listdir(VFIO_DIR) if fsroot.isdir(VFIO_DIR) else []:
@@ -134,7 +134,7 @@ def gather_pci(fsroot, policy):
     return {
         "functions": fns,
         "bridges": out_bridges,
-        "vfio": _vfio(fsroot),
+        "vfio": vfio_functions(fsroot),
         "names_from": ids_path,
         "evidence": ["/sys/bus/pci/devices/*/{vendor,class,resource,iommu_group}; binary config (PCIe capability, "
                      "DevCtl, LnkCap, LnkSta, Resizable BAR) of %d functions: %s" % (
@@ -164,7 +164,7 @@ def smi_indices(facts):
 
 
 # -- PCIe --------------------------------------------------------------------
-def _gpus(facts):
+def gpu_functions(facts):
     return [f for f in ((facts.get("pci") or {}).get("functions") or []) if f.get("is_gpu")]
 
 
@@ -173,7 +173,7 @@ def _gpus_or_result(cid, facts, policy, none_found):
     err = section_error(facts, "pci")
     if err:
         return None, None, make_result(cid, policy, "error", None, err)
-    gpus = _gpus(facts)
+    gpus = gpu_functions(facts)
     ev = list((facts.get("pci") or {}).get("evidence", []))
     if not gpus:
         return None, None, make_result(cid, policy, "skip", None, none_found, evidence=ev)
@@ -420,7 +420,7 @@ def list_functions(fsroot, vendor=None, class_prefix=None, bdfs=None, keep_bytes
     """
     if isinstance(vendor, str):
         vendor = int(vendor, 16)
-    prefix = _parse_prefix(class_prefix) if class_prefix is not None else None
+    prefix = parse_prefix(class_prefix) if class_prefix is not None else None
     wanted = None
     if bdfs is not None:
         wanted = {normalize_bdf(b) for b in bdfs}
@@ -430,7 +430,7 @@ def list_functions(fsroot, vendor=None, class_prefix=None, bdfs=None, keep_bytes
             continue
         if wanted is not None and name not in wanted:
             continue
-        fn = _read_function(fsroot, name, vendor, prefix, keep_bytes)
+        fn = read_function(fsroot, name, vendor, prefix, keep_bytes)
         if fn is not None:
             result.append(fn)
     return result

@@ -88,7 +88,7 @@ def plan(records):
 
 
 def _read_ctrl(fsroot, runner, bdf, sysfs):
-    out = pcie_fix._setpci(runner, pci_ext.setpci_acs_read_args(bdf, sysfs))
+    out = pcie_fix.run_setpci(runner, pci_ext.setpci_acs_read_args(bdf, sysfs))
     try:
         word = pci_config.parse_setpci_word(out)
     except ValueError as exc:
@@ -112,7 +112,7 @@ def write(fsroot, runner, bdf, before, value, mask):
         args = pci_ext.setpci_acs_restore_args(bdf, value, mask, sysfs)
     else:
         args = pci_ext.setpci_acs_args(bdf, mask, sysfs)
-    pcie_fix._setpci(runner, args)
+    pcie_fix.run_setpci(runner, args)
     word, cfg_word = _read_ctrl(fsroot, runner, bdf, sysfs)
     want = (before & ~mask) | (value & mask)
     problems = ["%s reads ACS Control %04x, not %04x" % (what, got, want)
@@ -200,7 +200,7 @@ def fix(params, check_mode, diff, run_command):
 def boot_apply(fsroot, runner, ports):
     """Clear the redirect bits of the configured ports again; (ok, [messages]).  A port with a vfio-pci device
     below it now is skipped with the reason; a port that is gone or has no ACS is an error."""
-    vfio = pcie._vfio(fsroot)
+    vfio = pcie.vfio_functions(fsroot)
     ok, messages = True, []
     for bdf in ports:
         fns = pcie.list_functions(fsroot, bdfs=[bdf], keep_bytes=True)

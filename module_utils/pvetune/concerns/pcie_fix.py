@@ -170,7 +170,7 @@ def setpci_available(runner):
     return runner.which_system("setpci")
 
 
-def _setpci(runner, args):
+def run_setpci(runner, args):
     rc, out, err = runner.run_system("setpci", args)
     text = "%s\n%s" % (out or "", err or "")
     if rc != 0:
@@ -194,8 +194,8 @@ def apply_step(fsroot, runner, step):
     before = int(step["devctl_before"], 16)
     keep = 0xFFFF & ~pci_config.DEVCTL_MRRS_MASK
     try:
-        _setpci(runner, pci_config.setpci_mrrs_args(bdf, mrrs, sysfs))
-        out = _setpci(runner, pci_config.setpci_read_args(bdf, sysfs))
+        run_setpci(runner, pci_config.setpci_mrrs_args(bdf, mrrs, sysfs))
+        out = run_setpci(runner, pci_config.setpci_read_args(bdf, sysfs))
         try:
             word = pci_config.parse_setpci_word(out)
         except ValueError as exc:

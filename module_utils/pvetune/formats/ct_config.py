@@ -32,7 +32,7 @@ DEVICE_KEYS = {
 }
 
 FAMILY_ALLOW_KEY = {"v2": KEY_ALLOW_V2, "v1": KEY_ALLOW_V1}
-_DEV_KEY = re.compile(r"^dev[0-9]+$")
+DEV_KEY = re.compile(r"^dev[0-9]+$")
 # A vmid is 100-999999999 (pve-common's pve-vmid format), written without a leading zero.
 CTID = re.compile(r"\A[1-9][0-9]{2,8}\Z")
 CT_CONF = re.compile(r"\A([1-9][0-9]{2,8})\.conf\Z")
@@ -380,7 +380,7 @@ def parse_ct_config(data, path=None):
                 line.mount = MountEntry(value)
                 if len(line.mount.fields) < 3:
                     warn(line, "mount entry needs at least source, target and fstype")
-            elif _DEV_KEY.match(key):
+            elif DEV_KEY.match(key):
                 line.dev = _parse_dev_entry(value)
     return CtConfig(path, lines, warnings, eol)
 

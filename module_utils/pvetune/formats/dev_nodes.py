@@ -19,7 +19,7 @@ import re
 import stat
 
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.formats.proc_devices import _text
+from ansible.module_utils.pvetune.formats.proc_devices import as_text
 
 DEV_LS_FALLBACK = "/.pvetune/dev_nvidia.ls"
 # where stat_dev_nodes() found the nodes
@@ -52,7 +52,7 @@ def parse_ls_dev(text, directory=None):
     """
     nodes = []
     current = None
-    for raw in _text(text).splitlines():
+    for raw in as_text(text).splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):
             continue

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, pvetune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The effective GRUB variables over all default files (/etc/default/grub, then grub.d/*.cfg in glob order), each
-value kept as the chain of tokens it came from (``_Chain``), so the editor (grub_edit.py) can change an argument in
+value kept as the chain of tokens it came from (``GrubChain``), so the editor (grub_edit.py) can change an argument in
 the assignment literal that produced it; ``grub_effective`` is what the audit reads.
 """
 
@@ -10,8 +10,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.module_utils.pvetune.formats.grub_parse import CMDLINE_VARS, NEEDED_VARS, _parse
-from ansible.module_utils.pvetune.formats.kernel_cmdline import _split_spans
+from ansible.module_utils.pvetune.formats.grub_parse import CMDLINE_VARS, NEEDED_VARS, parse_grub_sh
+from ansible.module_utils.pvetune.formats.kernel_cmdline import split_spans
 
 
 class _Token:
@@ -23,14 +23,14 @@ class _Token:
         self.origins = origins  # assignments the characters came from
 
 
-class _Chain:
+class GrubChain:
     """All files evaluated in order, with every effective argument traced to its source."""
 
     def __init__(self, files):
         penv = {}
         self.files = []
         for path, text in files:
-            gf = _parse(text, path, penv)
+            gf = parse_grub_sh(text, path, penv)
             penv = gf._penv
             self.files.append(gf)
         self.penv = penv
@@ -55,7 +55,7 @@ class _Chain:
             self.var_origins[var] = seen
         self.cmdline = "".join(chars)
         self.tokens = []
-        for s, e in _split_spans(self.cmdline):
+        for s, e in split_spans(self.cmdline):
             orig = origins[s:e]
             asgs = []
             for o in orig:
@@ -85,7 +85,7 @@ def grub_effective(files):
     "files": [paths], "warnings": [...]}``.  ``args`` are the arguments of normal boot entries:
     GRUB_CMDLINE_LINUX + " " + GRUB_CMDLINE_LINUX_DEFAULT.  None means unset (GRUB_DEFAULT unset = entry 0).
     """
-    chain = _Chain(files)
+    chain = GrubChain(files)
     result = {"set_by": {}, "files": [p for p, _t in files], "warnings": chain.warnings()}
     for var in NEEDED_VARS:
         result[var] = chain.value(var)

@@ -20,9 +20,9 @@ __metaclass__ = type
 import collections
 import re
 
-from ansible.module_utils.pvetune.formats.grub_chain import _Chain
+from ansible.module_utils.pvetune.formats.grub_chain import GrubChain
 from ansible.module_utils.pvetune.formats.grub_parse import (
-    _SAFE_UNQUOTED,
+    SAFE_UNQUOTED,
     CMDLINE_VARS,
     DEFAULT_VAR,
     GRUB_DEFAULT_FILE,
@@ -38,28 +38,28 @@ def _dq_escape(value):
     return re.sub(r'([\\"$`])', r"\\\1", value)
 
 
-def _quote(value, style):
+def quote_value(value, style):
     if style == "'" and "'" not in value:
         return "'" + value + "'"
-    if style == "" and _SAFE_UNQUOTED.match(value):
+    if style == "" and SAFE_UNQUOTED.match(value):
         return value
     return '"' + _dq_escape(value) + '"'
 
 
-def _render_value(asg, literal):
+def render_value(asg, literal):
     if asg.prefix is not None:
         src = asg.prefix_src or ("$" + asg.prefix)
         if not src.startswith("${") and re.match(r"[A-Za-z0-9_]", literal):
             src = "${%s}" % asg.prefix
         return '"' + src + _dq_escape(literal) + '"'
-    return _quote(literal, asg.quote)
+    return quote_value(literal, asg.quote)
 
 
 def _eol(text):
     return "\r\n" if "\r\n" in text else "\n"
 
 
-def _append_line(text, line):
+def append_line(text, line):
     eol = _eol(text)
     if not text:
         return line + eol
@@ -114,7 +114,7 @@ def _insert_file(files, path, text):
     return files
 
 
-def _apply_plan(files, plan):
+def apply_plan(files, plan):
     out = list(files)
     for path, old, new in plan:
         if old is None:
@@ -150,9 +150,9 @@ def _build_plan(chain, edits, adds, target, var, dropin_path):
                 lit = _remove_token(lit, s, e) if rep is None else lit[:s] + rep + lit[e:]
             if asg in appends:
                 lit = _append_args(lit, appends[asg], asg.prefix is not None)
-            text = text[:asg.value_start] + _render_value(asg, lit) + text[asg.value_end:]
+            text = text[:asg.value_start] + render_value(asg, lit) + text[asg.value_end:]
         if target is not None and target[0] == "append" and gf.path == target[1]:
-            text = _append_line(text, '%s="$%s %s"' % (var, var, _dq_escape(" ".join(adds))))
+            text = append_line(text, '%s="$%s %s"' % (var, var, _dq_escape(" ".join(adds))))
         if text != gf.text:
             plan.append((gf.path, gf.text, text))
     return plan + new_files
@@ -199,7 +199,7 @@ def plan_grub_edit(files, ensure, remove, var=DEFAULT_VAR, dropin_path=DROPIN_PA
     """
     if var not in CMDLINE_VARS:
         raise BootConfigError("var must be one of %s" % ", ".join(CMDLINE_VARS))
-    chain = _Chain(files)
+    chain = GrubChain(files)
     current = [tok.text for tok in chain.tokens]
     new_args, changes = plan_args(current, ensure, remove)
     if not changes:
@@ -228,9 +228,9 @@ def plan_grub_edit(files, ensure, remove, var=DEFAULT_VAR, dropin_path=DROPIN_PA
     failure = None
     for target in targets:
         plan = _build_plan(chain, edits, adds, target, var, dropin_path)
-        new_files = _apply_plan(files, plan)
+        new_files = apply_plan(files, plan)
         try:
-            check = _Chain(new_files)
+            check = GrubChain(new_files)
         except GrubParseError as exc:
             failure = exc
             continue

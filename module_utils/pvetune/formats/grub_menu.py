@@ -43,7 +43,7 @@ def grub_default_kernel(value):
     return None, "unknown"
 
 
-def _parse_grubenv(text):
+def parse_grubenv(text):
     env = {}
     for line in (text or "").splitlines():
         if line.startswith("#") or "=" not in line:

@@ -12,7 +12,7 @@ backticks) runs in a subshell and cannot change other variables, so it only make
 Debian's stock ``GRUB_DISTRIBUTOR=`lsb_release ...``` is accepted with a warning, while one that reaches
 GRUB_CMDLINE_LINUX, GRUB_CMDLINE_LINUX_DEFAULT or GRUB_DEFAULT (directly or through another variable) raises.
 CRLF files are read as LF with a warning (/bin/sh would keep the CR, which the kernel treats as whitespace).
-``grub_effective`` chains the files (``_Chain``) so that every effective argument can be traced to the assignment
+``grub_effective`` chains the files (``GrubChain``) so that every effective argument can be traced to the assignment
 literal it came from (the editor in grub_edit.py relies on that).
 """
 
@@ -53,7 +53,7 @@ class GrubParseError(BootConfigError):
 # --------------------------------------------------------------------------
 # GRUB default files: a small evaluator for the sh subset used in practice
 # --------------------------------------------------------------------------
-_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _ASSIGN_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
 
@@ -66,7 +66,7 @@ _OPERATORS = ";&|<>()"
 _RESERVED = frozenset(["if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "while", "until",
                        "for", "in", "function", "select", "{", "}", "!", "[[", "]]"])
 
-_SAFE_UNQUOTED = re.compile(r"^[A-Za-z0-9_.,:/+=@%^-]*\Z")
+SAFE_UNQUOTED = re.compile(r"^[A-Za-z0-9_.,:/+=@%^-]*\Z")
 
 _GLOB_OR_SPACE = re.compile(r"[\s*?\[]")
 
@@ -359,8 +359,8 @@ class _Parser:
                 self.fail(p, "parameter expansion %r is not supported (only $NAME and ${NAME})" % shown)
             segs.append(_Seg("var", m.group(1), quote, p, m.end()))
             self.pos = m.end()
-        elif _NAME_RE.match(nxt or " "):
-            m = _NAME_RE.match(t, p + 1)
+        elif NAME_RE.match(nxt or " "):
+            m = NAME_RE.match(t, p + 1)
             segs.append(_Seg("var", m.group(), quote, p, m.end()))
             self.pos = m.end()
         elif nxt and (nxt.isdigit() or nxt in "@*#?$!-"):
@@ -418,7 +418,7 @@ class _Parser:
         self.fail(p, "unterminated command substitution `...`")
 
 
-def _plain_env(env):
+def plain_env(env):
     penv = {}
     for k, v in (env or {}).items():
         if isinstance(v, _Unknown) or (isinstance(v, list)):
@@ -430,7 +430,7 @@ def _plain_env(env):
     return penv
 
 
-def _parse(text, path, penv, needed=NEEDED_VARS):
+def parse_grub_sh(text, path, penv, needed=NEEDED_VARS):
     if not isinstance(text, str):
         raise BootConfigError("%s: text must be str" % path)
     parser = _Parser(text, path)
@@ -460,7 +460,7 @@ def _parse(text, path, penv, needed=NEEDED_VARS):
             w0 = word.segs[0] if word.segs else None
             m = _ASSIGN_RE.match(w0.text) if (w0 is not None and w0.kind == "lit" and w0.quote == "") else None
             if m is None:
-                if export and len(word.segs) == 1 and w0.kind == "lit" and _NAME_RE.fullmatch(w0.text):
+                if export and len(word.segs) == 1 and w0.kind == "lit" and NAME_RE.fullmatch(w0.text):
                     continue  # "export VAR": no change to the value
                 shown = parser.t[word.start:word.end]
                 if export and shown.startswith("-"):
@@ -538,7 +538,7 @@ def parse_grub_file(text, path, env=None):
     Returns a GrubFile; raises GrubParseError(path, line_no, message) for anything
     that cannot be evaluated with certainty.
     """
-    return _parse(text, path, _plain_env(env))
+    return parse_grub_sh(text, path, plain_env(env))
 
 
 def read_grub_files(fsroot):

@@ -50,7 +50,7 @@ def check_cmdline_length(args):
             "at boot, silently; not editing it" % (length, MAX_CONFIGURED_CMDLINE, COMMAND_LINE_SIZE, LOADER_RESERVE))
 
 
-def _split_spans(text):
+def split_spans(text):
     """(start, end) of each argument, split as the kernel's next_arg() does."""
     spans = []
     start = None
@@ -72,7 +72,7 @@ def _split_spans(text):
 
 def split_cmdline(text):
     """Kernel command line -> list of arguments (quotes kept, as in /proc/cmdline)."""
-    return [text[s:e] for s, e in _split_spans(text or "")]
+    return [text[s:e] for s, e in split_spans(text or "")]
 
 
 def _arg_body(arg):

@@ -178,7 +178,7 @@ def _payload_size(code):
     return 128 << code if code <= 5 else None
 
 
-def _payload_code(size_bytes, what):
+def payload_code(size_bytes, what):
     if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes not in PAYLOAD_SIZES:
         raise ValueError("%s must be one of %s bytes, not %r"
                          % (what, ", ".join(str(s) for s in PAYLOAD_SIZES), size_bytes))
@@ -385,10 +385,10 @@ def normalize_bdf(text):
 
 def mrrs_encoding(size_bytes):
     """Max Read Request Size in bytes -> Device Control bits 14:12 value (512 -> 2, 4096 -> 5)."""
-    return _payload_code(size_bytes, "max read request size")
+    return payload_code(size_bytes, "max read request size")
 
 
-def _sysfs_args(sysfs_path):
+def sysfs_args(sysfs_path):
     if sysfs_path is None:
         return []
     if not isinstance(sysfs_path, str) or not os.path.isabs(sysfs_path) \
@@ -413,13 +413,13 @@ def setpci_mrrs_args(bdf, size_bytes, sysfs_path=None):
     """
     validate_bdf(bdf)
     value = mrrs_encoding(size_bytes) << 12
-    return _sysfs_args(sysfs_path) + ["-s", bdf, "CAP_EXP+8.w=%04x:%04x" % (value, DEVCTL_MRRS_MASK)]
+    return sysfs_args(sysfs_path) + ["-s", bdf, "CAP_EXP+8.w=%04x:%04x" % (value, DEVCTL_MRRS_MASK)]
 
 
 def setpci_read_args(bdf, sysfs_path=None):
     """setpci argv reading Device Control (``CAP_EXP+8.w``); parse with parse_setpci_word()."""
     validate_bdf(bdf)
-    return _sysfs_args(sysfs_path) + ["-s", bdf, "CAP_EXP+8.w"]
+    return sysfs_args(sysfs_path) + ["-s", bdf, "CAP_EXP+8.w"]
 
 
 def parse_setpci_word(text):
@@ -435,7 +435,7 @@ def devctl_mrrs(devctl):
     return _payload_size((devctl >> 12) & 0x7)
 
 
-def _read_function(fsroot, bdf, vendor, prefix, keep_bytes=False):
+def read_function(fsroot, bdf, vendor, prefix, keep_bytes=False):
     base = "%s/%s" % (SYSFS_PCI_DEVICES, bdf)
     errors = []
     fn = {
@@ -525,7 +525,7 @@ def _parse_int(text, base=16):
         return None
 
 
-def _parse_prefix(value):
+def parse_prefix(value):
     """class_prefix "03" / "0x0302" / "030200" -> lower-case hex digits."""
     text = re.sub(r"^0x", "", value.lower())
     if not re.fullmatch(r"[0-9a-f]{1,6}", text):

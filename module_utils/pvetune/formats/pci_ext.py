@@ -33,7 +33,7 @@ from ansible.module_utils.pvetune.formats.pci_config import (
     EXT_CAP_ID_REBAR,
     PciConfigError,
     validate_bdf,
-    _sysfs_args,
+    sysfs_args,
 )
 
 ACS_BITS = (("SrcValid", 0x01), ("TransBlk", 0x02), ("ReqRedir", 0x04), ("CmpltRedir", 0x08),
@@ -137,7 +137,7 @@ def setpci_acs_args(bdf, clear_mask=ACS_REDIRECT_MASK, sysfs_path=None):
     validate_bdf(bdf)
     if not isinstance(clear_mask, int) or isinstance(clear_mask, bool) or clear_mask & ~0x7F or not clear_mask:
         raise ValueError("ACS Control mask must be a non-zero value within 0x007f, not %r" % (clear_mask,))
-    return _sysfs_args(sysfs_path) + ["-s", bdf, "ECAP_ACS+%x.w=0000:%04x" % (ACS_CTRL, clear_mask)]
+    return sysfs_args(sysfs_path) + ["-s", bdf, "ECAP_ACS+%x.w=0000:%04x" % (ACS_CTRL, clear_mask)]
 
 
 def setpci_acs_restore_args(bdf, value, mask, sysfs_path=None):
@@ -146,10 +146,10 @@ def setpci_acs_restore_args(bdf, value, mask, sysfs_path=None):
     for what, word in (("value", value), ("mask", mask)):
         if not isinstance(word, int) or isinstance(word, bool) or word & ~0x7F:
             raise ValueError("ACS Control %s must be within 0x007f, not %r" % (what, word))
-    return _sysfs_args(sysfs_path) + ["-s", bdf, "ECAP_ACS+%x.w=%04x:%04x" % (ACS_CTRL, value & mask, mask)]
+    return sysfs_args(sysfs_path) + ["-s", bdf, "ECAP_ACS+%x.w=%04x:%04x" % (ACS_CTRL, value & mask, mask)]
 
 
 def setpci_acs_read_args(bdf, sysfs_path=None):
     """setpci argv reading ACS Control (``ECAP_ACS+6.w``)."""
     validate_bdf(bdf)
-    return _sysfs_args(sysfs_path) + ["-s", bdf, "ECAP_ACS+%x.w" % ACS_CTRL]
+    return sysfs_args(sysfs_path) + ["-s", bdf, "ECAP_ACS+%x.w" % ACS_CTRL]

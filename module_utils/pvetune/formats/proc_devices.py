@@ -23,7 +23,7 @@ PROC_DEVICES_HEADER = re.compile(r"^Character devices:", re.M)
 _PROC_DEV_LINE = re.compile(r"^\s*([0-9]+)\s+(\S.*?)\s*$")
 
 
-def _text(data):
+def as_text(data):
     if isinstance(data, bytes):
         return data.decode("utf-8", "replace")
     return data or ""
@@ -37,7 +37,7 @@ def parse_proc_devices(text):
     """
     result = {"char": {}, "block": {}}
     section = "char"
-    for line in _text(text).splitlines():
+    for line in as_text(text).splitlines():
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
@@ -54,7 +54,7 @@ def parse_proc_devices(text):
     return result
 
 
-def _char_table(devices):
+def char_table(devices):
     if isinstance(devices, dict) and "char" in devices and isinstance(devices["char"], dict):
         return devices["char"]
     return devices or {}
@@ -67,7 +67,7 @@ def nvidia_majors(devices):
     drivers with two majors.  Accepts parse_proc_devices() output or its "char".
     """
     out = {}
-    table = _char_table(devices)
+    table = char_table(devices)
     for major in sorted(table):
         for name in table[major]:
             if name.startswith("nvidia") and name not in out:
@@ -77,6 +77,6 @@ def nvidia_majors(devices):
 
 def listing_problem(text):
     """None when ``text`` is a /proc/devices listing, else why not (for the evidence and the error)."""
-    if PROC_DEVICES_HEADER.search(_text(text)):
+    if PROC_DEVICES_HEADER.search(as_text(text)):
         return None
-    return "no 'Character devices:' section (%d bytes): not a /proc/devices listing" % len(_text(text))
+    return "no 'Character devices:' section (%d bytes): not a /proc/devices listing" % len(as_text(text))

@@ -15,7 +15,7 @@ export ANSIBLE_CONFIG := $(TOP)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 PYTEST := $(VENV)/bin/python -m pytest
 
-.PHONY: setup setup-runtime setup-containers setup-lab audit collection test lint unit integration cluster-test \
+.PHONY: setup setup-runtime setup-containers setup-lab demo audit collection test lint unit integration cluster-test \
         sanity molecule lab-test \
         bench fix-demo demo-check docs clean
 
@@ -31,8 +31,12 @@ setup-containers:
 setup-lab:
 	@scripts/bootstrap.sh lab
 
+## The demo fleet's trees (demo/snapshots, generated and ignored by git): made when missing or out of date.
+demo: setup-runtime
+	@$(VENV)/bin/python scripts/demo_fleet.py --ensure
+
 ## The main job: audit the demo fleet (exits non-zero because pve-gpu01 fails, as it should).
-audit: setup-runtime
+audit: demo
 	@rc=0; ansible-playbook audit.yml || rc=$$?; \
 	 echo; echo "Reports: $$(readlink -f reports/latest)/{audit.json,audit.html,junit.xml,summary.txt}"; \
 	 exit $$rc
@@ -61,18 +65,18 @@ cluster-test: setup-containers
 sanity: setup
 	scripts/ansible_test_sanity.sh
 	$(PYTEST) -q tests/collection
-molecule: setup-containers
+molecule: setup-containers demo
 	scripts/run_molecule.sh
-lab-test: setup-lab
+lab-test: setup-lab demo
 	tests/lab/lab-test.sh
-bench: setup
+bench: setup demo
 	bench/run.sh
 
 ## Fix a scratch copy of pve-gpu01 (stand-ins for Proxmox-only tools, no reboot), audit, fix again, roll back.
-fix-demo: setup
+fix-demo: setup demo
 	scripts/fix_demo.sh
 
-demo-check: setup
+demo-check: setup demo
 	$(VENV)/bin/python scripts/demo_fleet.py --check
 
 docs: setup

@@ -22,21 +22,25 @@ chains (build_config), /proc files, /etc files and Proxmox CT configs.
 
 What the fix leaves on pve-gpu02 (units, settings, sysctl drop-in, state) is
 written here literally, not by pvetune's renderers (tests/unit/test_demo_expected.py
-compares the two).  Its installed runtime library is recorded, not copied:
-/usr/local/lib/pvetune/MANIFEST.json (sha256 of every file, from the real
-installer) and the helper stub are committed, the library's .py files are not;
-scripts/scratch_host.py installs them into scratch copies.
+compares the two).  Its runtime library is installed by the real installer
+(scripts/scratch_host.install_runtime), so `fix.yml --check` there has nothing to do.
 
-The trees are committed; `demo_fleet.py --check` regenerates them into a
-temporary directory and fails if anything differs (tests run it).  The
-manifest changes with module_utils/pvetune: regenerate and commit it.
+The trees are generated, not tracked: `--ensure` (make audit, make test,
+scripts/run_tests.sh and every pytest run call it) builds them when they are
+missing or when a file the generator read has changed since (the digests in
+demo/snapshots.generated.json), in seconds, the hosts in parallel.  `--check`
+regenerates into a temporary directory and fails if anything differs (the
+generator is deterministic; a unit test runs it).
 
-Usage: scripts/demo_fleet.py [--out DIR] [--check] [--hosts a,b]
+Usage: scripts/demo_fleet.py [--out DIR] [--ensure | --check] [--hosts a,b]
 """
 
 import argparse
+import fcntl
 import filecmp
+import hashlib
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -46,12 +50,10 @@ import tempfile
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
-import conftest  # noqa: E402,F401  (makes ansible.module_utils.pvetune importable)
+import modharness  # noqa: E402,F401  (makes ansible.module_utils.pvetune importable; no pytest needed)
 import demo_cts  # noqa: E402
-from ansible.module_utils.pvetune import bootunits  # noqa: E402
-from ansible.module_utils.pvetune.core.changeset import ChangeSet  # noqa: E402
-from ansible.module_utils.pvetune.core.fsroot import FsRoot  # noqa: E402
 from pcibuild import build_config  # noqa: E402
+from scratch_host import install_runtime  # noqa: E402
 
 DEFAULT_OUT = os.path.join(TOP, "demo", "snapshots")
 COLLECTED_AT = "2026-11-20T09:30:00Z"
@@ -239,24 +241,35 @@ HOSTS = {
 class Tree:
     def __init__(self, root):
         self.root = root
+        self._dirs = set()  # directories made so far: 32,000 files, most of them in a few hundred dirs
+        umask = os.umask(0)
+        os.umask(umask)
+        self._created_mode = 0o666 & ~umask
 
     def _p(self, path):
         return os.path.join(self.root, path.lstrip("/"))
 
+    def _parent(self, full):
+        parent = os.path.dirname(full)
+        if parent not in self._dirs:
+            os.makedirs(parent, exist_ok=True)
+            self._dirs.add(parent)
+
     def write(self, path, content, mode=0o644):
         full = self._p(path)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
+        self._parent(full)
         data = content if isinstance(content, bytes) else content.encode("utf-8")
         with open(full, "wb") as handle:
             handle.write(data)
-        os.chmod(full, mode)
+        if mode != self._created_mode:
+            os.chmod(full, mode)
 
     def mkdir(self, path):
         os.makedirs(self._p(path), exist_ok=True)
 
     def link(self, path, target):
         full = self._p(path)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
+        self._parent(full)
         os.symlink(target, full)
 
 
@@ -952,15 +965,8 @@ def write_fixed_runtime(t):
 
 
 def write_runtime_library(t):
-    """What the real installer writes for the runtime library, less the library's code: the helper stub
-    and MANIFEST.json (path, sha256, mode of every library file) are committed, the .py files are not
-    (scripts/scratch_host.py installs them into scratch copies with the same installer)."""
-    plan = ChangeSet(FsRoot(t.root), check_mode=True, run_id=FIX_RUN_ID)
-    bootunits.plan_install(plan, [], {})
-    for item in plan.files:
-        if item["path"].startswith(bootunits.LIB_DIR + "/") and item["path"] != bootunits.MANIFEST:
-            continue
-        t.write(item["path"], item["after"], item["mode"] or 0o644)
+    """The runtime library, the helper and MANIFEST.json, as the real installer writes them."""
+    install_runtime(t.root)
 
 
 def write_state_file(t, spec):
@@ -1053,19 +1059,95 @@ def run_update_grub(root):
             os.unlink(leftover)
 
 
+def generate_host(out, host):
+    dest = os.path.join(out, host)
+    if os.path.lexists(dest):
+        shutil.rmtree(dest)
+    os.makedirs(dest)
+    tree = Tree(dest)
+    write_host(tree, host, HOSTS[host])
+    if getattr(tree, "grub_host", False):
+        run_update_grub(dest)
+    empty = [d for d, subdirs, files in os.walk(dest) if not subdirs and not files]
+    if empty:  # a collected snapshot (a tarball of files) has none either
+        raise SystemExit("empty directories in %s: %s" % (host, empty[:5]))
+    return host
+
+
 def generate(out, hosts):
-    for host in hosts:
-        dest = os.path.join(out, host)
-        if os.path.lexists(dest):
-            shutil.rmtree(dest)
-        os.makedirs(dest)
-        tree = Tree(dest)
-        write_host(tree, host, HOSTS[host])
-        if getattr(tree, "grub_host", False):
-            run_update_grub(dest)
-        empty = [d for d, subdirs, files in os.walk(dest) if not subdirs and not files]
-        if empty:  # git would drop them and a clean clone would differ from the generated tree
-            raise SystemExit("empty directories in %s (git does not keep them): %s" % (host, empty[:5]))
+    """Write the hosts' trees under ``out``, at most one host per CPU at a time (they are independent)."""
+    os.makedirs(out, exist_ok=True)
+    if len(hosts) < 2 or (os.cpu_count() or 1) < 2:
+        for host in hosts:
+            generate_host(out, host)
+        return
+    with multiprocessing.get_context("fork").Pool(min(len(hosts), os.cpu_count())) as pool:
+        pool.starmap(generate_host, [(out, host) for host in hosts])
+
+
+# -- generated on demand ----------------------------------------------------
+STAMP = ".generated.json"  # beside the trees: <out>.generated.json
+# Every file the trees are made from: the generator's own modules (tests/unit/test_gather_demo.py checks
+# that these are all the clone's modules it loads), the runtime library it installs, stand-ins and data.
+GENERATOR_FILES = ("scripts/demo_fleet.py", "scripts/demo_cts.py", "scripts/scratch_host.py",
+                   "tests/pcibuild.py", "tests/modharness.py")
+INPUT_DIRS = ("module_utils", "tests/standins", "tests/fixtures/realdata")
+
+
+def input_digests():
+    """{path relative to the clone: sha256} of GENERATOR_FILES and every file under INPUT_DIRS."""
+    paths = set(GENERATOR_FILES)
+    for top in INPUT_DIRS:
+        for base, dirs, files in os.walk(os.path.join(TOP, top)):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            paths.update(os.path.relpath(os.path.join(base, f), TOP) for f in files if not f.endswith(".pyc"))
+    digests = {}
+    for rel in sorted(paths):
+        with open(os.path.join(TOP, rel), "rb") as handle:
+            digests[rel] = hashlib.sha256(handle.read()).hexdigest()
+    return digests
+
+
+def read_stamp(out):
+    try:
+        with open(os.path.abspath(out) + STAMP) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+def ensure(out=DEFAULT_OUT):
+    """Generate every host's tree into ``out`` unless it is already there from the same inputs.
+    Returns True when it generated.  Concurrent callers (pytest-xdist, parallel phases) wait on a lock;
+    a half-written generation never replaces a good one (new trees are built beside and renamed in)."""
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    with open(os.path.abspath(out) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        stamp = read_stamp(out)
+        if stamp.get("hosts") == sorted(HOSTS) and stamp.get("inputs") == input_digests():
+            return False
+        fresh = tempfile.mkdtemp(prefix=".snapshots-", dir=parent)
+        os.chmod(fresh, 0o755)
+        try:
+            if os.path.exists(os.path.abspath(out) + STAMP):
+                os.unlink(os.path.abspath(out) + STAMP)  # (a run killed from here on regenerates next time)
+            generate(fresh, sorted(HOSTS))
+            old = None
+            if os.path.lexists(out):
+                old = tempfile.mkdtemp(prefix=".snapshots-old-", dir=parent)
+                os.rename(out, os.path.join(old, "snapshots"))
+            os.rename(fresh, out)
+            fresh = None
+            if old:
+                shutil.rmtree(old)
+            with open(os.path.abspath(out) + STAMP, "w") as handle:
+                json.dump({"generator": "scripts/demo_fleet.py --ensure", "hosts": sorted(HOSTS),
+                           "inputs": input_digests()}, handle, indent=1, sort_keys=True)
+        finally:
+            if fresh:
+                shutil.rmtree(fresh, ignore_errors=True)
+        return True
 
 
 def compare(a, b):
@@ -1075,7 +1157,7 @@ def compare(a, b):
 
     def walk(dc, rel):
         for name in dc.left_only:
-            diffs.append("only in committed tree: %s" % os.path.join(rel, name))
+            diffs.append("only in the existing tree: %s" % os.path.join(rel, name))
         for name in dc.right_only:
             diffs.append("only in generated tree: %s" % os.path.join(rel, name))
         for name in dc.common_files + dc.common_dirs:
@@ -1085,6 +1167,8 @@ def compare(a, b):
                     diffs.append("symlink differs: %s" % os.path.join(rel, name))
         for name in dc.common_files:
             pa, pb = os.path.join(dc.left, name), os.path.join(dc.right, name)
+            if os.path.islink(pa) or os.path.islink(pb):
+                continue  # (compared as links above)
             with open(pa, "rb") as fa, open(pb, "rb") as fb:
                 if fa.read() != fb.read():
                     diffs.append("content differs: %s" % os.path.join(rel, name))
@@ -1100,12 +1184,18 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=DEFAULT_OUT)
     parser.add_argument("--hosts", default=",".join(sorted(HOSTS)))
-    parser.add_argument("--check", action="store_true", help="regenerate into a temp dir and compare with --out")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--ensure", action="store_true", help="generate all hosts into --out unless up to date")
+    mode.add_argument("--check", action="store_true", help="regenerate into a temp dir and compare with --out")
     args = parser.parse_args()
     hosts = [h for h in args.hosts.split(",") if h]
     for host in hosts:
         if host not in HOSTS:
             parser.error("unknown host %s" % host)
+    if args.ensure:
+        made = ensure(args.out)
+        print("demo fleet %s %s" % ("generated in" if made else "up to date in", args.out))
+        return 0
     if args.check:
         with tempfile.TemporaryDirectory() as tmp:
             generate(tmp, hosts)
@@ -1114,13 +1204,8 @@ def main():
                 diffs += compare(os.path.join(args.out, host), os.path.join(tmp, host))
         for line in diffs[:50]:
             print(line)
-        manifest = bootunits.MANIFEST.lstrip("/")
-        if any(line.endswith(manifest) for line in diffs):
-            print("%s: the runtime library pvetune_runtime installs (module_utils/pvetune) changed since the "
-                  "demo was generated. Regenerate with `.venv/bin/python scripts/demo_fleet.py` and commit "
-                  "demo/snapshots/pve-gpu02/%s with the module_utils change." % (manifest, manifest))
-        print("demo fleet: %s" % ("up to date" if not diffs else "%d differences: regenerate with "
-                                  "scripts/demo_fleet.py and commit demo/snapshots" % len(diffs)))
+        print("demo fleet: %s" % ("the same when generated again" if not diffs else
+                                  "%d differences between two generations" % len(diffs)))
         return 1 if diffs else 0
     generate(args.out, hosts)
     print("demo fleet written to %s (%s)" % (args.out, ", ".join(hosts)))

@@ -5,10 +5,9 @@
 
 Copies demo/snapshots/<host> to DEST (symlinks kept) and installs the
 stand-in tools from tests/standins/ into DEST/.pvetune/bin, where the fix
-modules look for commands when their root is not "/".  A host the fix has
-run on (pve-gpu02: it has /usr/local/lib/pvetune/MANIFEST.json) gets the
-runtime library the demo tree does not commit, installed by pvetune's own
-installer.  Prints DEST.
+modules look for commands when their root is not "/".  install_runtime() is
+the installer run on a tree (scripts/demo_fleet.py uses it for pve-gpu02, the
+host after the fix).  Prints DEST.
 """
 import argparse
 import os
@@ -73,8 +72,6 @@ def make_scratch(host, dest, force=False):
             raise SystemExit("%s exists (use --force to replace it)" % dest)
         shutil.rmtree(dest)
     shutil.copytree(src, dest, symlinks=True)
-    if os.path.exists(os.path.join(dest, RUNTIME_MANIFEST.lstrip("/"))):
-        install_runtime(dest)
     install_standins(dest)
     write_apt_repo(dest)
     boot_containers(dest)

@@ -10,6 +10,19 @@ LIBRARY = os.path.join(TOP, "library")
 FIXTURES = os.path.join(TOP, "tests", "fixtures")
 
 
+def pytest_configure(config):
+    """The demo fleet is generated, not tracked: make it (seconds) or confirm it is current, once per
+    run, in the controller before any xdist worker starts."""
+    if hasattr(config, "workerinput"):
+        return
+    import sys
+
+    sys.path.insert(0, os.path.join(TOP, "scripts"))
+    import demo_fleet
+
+    demo_fleet.ensure()
+
+
 @pytest.fixture
 def public_tmp():
     """A scratch directory the unprivileged (uid 65534) child can reach (tests/privdrop.py)."""

@@ -18,6 +18,10 @@ from ansible.module_utils.pvetune.core.policy import merge_policy
 from modharness import run_module
 from privdrop import run_as_nobody
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "scripts"))
+import demo_fleet
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEMO = os.path.join(TOP, "demo", "snapshots")
 GPU_BDFS = ["0000:%s:00.0" % bus for bus in ("01", "21", "41", "61", "81", "a1", "c1", "e1")]
@@ -70,7 +74,7 @@ def demo_results():
     return {host: audit(os.path.join(DEMO, host)) for host in EXPECTED}
 
 
-# -- the demo fleet as committed -----------------------------------------------------------------------
+# -- the demo fleet as generated ------------------------------------------------------------------------
 @pytest.mark.parametrize("host", sorted(EXPECTED))
 def test_demo_host_statuses(demo_results, host):
     facts, res = demo_results[host]
@@ -143,35 +147,90 @@ def test_facts_module_rejects_a_bad_policy_before_reading():
     assert "cmdline_required" in out["msg"]
 
 
-def test_demo_fleet_check_is_clean():
+def test_demo_fleet_generation_is_deterministic():
     proc = subprocess.run([sys.executable, os.path.join(TOP, "scripts", "demo_fleet.py"), "--check"],
                           cwd=TOP, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout
+    assert proc.stdout.strip().endswith("demo fleet: the same when generated again")
 
 
-def test_demo_fleet_check_finds_a_stale_runtime_manifest(tmp_path):
-    """The demo commits the installed runtime's MANIFEST.json, not its code: when module_utils changes,
-    --check must say so and how to regenerate."""
-    out = tmp_path / "snapshots"
-    shutil.copytree(os.path.join(DEMO, "pve-gpu02"), str(out / "pve-gpu02"), symlinks=True)
-    manifest = out / "pve-gpu02" / "usr/local/lib/pvetune/MANIFEST.json"
-    manifest.write_text(manifest.read_text().replace('"sha256": "', '"sha256": "0', 1))
-    proc = subprocess.run([sys.executable, os.path.join(TOP, "scripts", "demo_fleet.py"), "--check",
-                           "--out", str(out), "--hosts", "pve-gpu02"],
-                          cwd=TOP, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          timeout=600)
-    assert proc.returncode == 1, proc.stdout
-    assert "content differs: usr/local/lib/pvetune/MANIFEST.json" in proc.stdout
-    assert "Regenerate with `.venv/bin/python scripts/demo_fleet.py`" in proc.stdout
-    assert proc.stdout.strip().endswith("demo fleet: 1 differences: regenerate with scripts/demo_fleet.py and "
-                                        "commit demo/snapshots")
+def test_compare_names_every_kind_of_difference(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        (root / "etc").mkdir(parents=True)
+        (root / "etc" / "same").write_text("x\n")
+    (a / "etc" / "changed").write_text("old\n")
+    (b / "etc" / "changed").write_text("new\n")
+    (a / "etc" / "gone").write_text("")
+    (b / "etc" / "new").write_text("")
+    os.symlink("same", str(a / "etc" / "link"))
+    os.symlink("changed", str(b / "etc" / "link"))
+    assert sorted(demo_fleet.compare(str(a), str(b))) == [
+        "content differs: etc/changed", "only in generated tree: etc/new", "only in the existing tree: etc/gone",
+        "symlink differs: etc/link"]
+
+
+def fake_generate(calls):
+    def generate(out, hosts):
+        calls.append(out)
+        for host in hosts:
+            os.makedirs(os.path.join(out, host, "etc"))
+            with open(os.path.join(out, host, "etc", "hostname"), "w") as handle:
+                handle.write(host + "\n")
+    return generate
+
+
+def test_ensure_generates_once_and_again_when_an_input_changes(tmp_path, monkeypatch):
+    calls, out = [], str(tmp_path / "demo" / "snapshots")
+    monkeypatch.setattr(demo_fleet, "generate", fake_generate(calls))
+    digests = {"scripts/demo_fleet.py": "1"}
+    monkeypatch.setattr(demo_fleet, "input_digests", lambda: dict(digests))
+    assert demo_fleet.ensure(out) is True
+    assert sorted(os.listdir(out)) == sorted(demo_fleet.HOSTS)
+    assert oct(os.stat(out).st_mode & 0o777) == oct(0o755)
+    assert demo_fleet.ensure(out) is False and len(calls) == 1
+    digests["module_utils/pvetune/new.py"] = "2"
+    assert demo_fleet.ensure(out) is True and len(calls) == 2
+    # nothing of the generations is left beside the tree but its lock and the inputs' digests
+    assert sorted(os.listdir(os.path.dirname(out))) == ["snapshots", "snapshots.generated.json", "snapshots.lock"]
+
+
+def test_ensure_keeps_the_old_tree_when_generation_fails(tmp_path, monkeypatch):
+    out = str(tmp_path / "snapshots")
+    monkeypatch.setattr(demo_fleet, "generate", fake_generate([]))
+    monkeypatch.setattr(demo_fleet, "input_digests", lambda: {"a": "1"})
+    demo_fleet.ensure(out)
+
+    def broken(out_dir, hosts):
+        os.makedirs(os.path.join(out_dir, "pve-gpu01"))
+        raise SystemExit("empty directories in pve-gpu01")
+    monkeypatch.setattr(demo_fleet, "generate", broken)
+    monkeypatch.setattr(demo_fleet, "input_digests", lambda: {"a": "2"})
+    with pytest.raises(SystemExit):
+        demo_fleet.ensure(out)
+    assert sorted(os.listdir(str(tmp_path))) == ["snapshots", "snapshots.lock"]  # (no digests: next time again)
+    with open(os.path.join(out, "pve-gpu01", "etc", "hostname")) as handle:
+        assert handle.read() == "pve-gpu01\n"
+
+
+def test_generator_files_are_every_module_of_the_clone_it_loads(tmp_path):
+    """ensure() regenerates when one of GENERATOR_FILES changes: a module the generator imports from the
+    clone and that list does not name would leave a stale fleet behind."""
+    code = ("import os, sys; sys.path.insert(0, 'scripts'); import demo_fleet as d; "
+            "d.generate_host(sys.argv[1], 'pve-gpu02'); top = os.getcwd() + os.sep; "
+            "print('\\n'.join(sorted(os.path.relpath(m.__file__) for m in list(sys.modules.values()) "
+            "if (getattr(m, '__file__', None) or '').startswith(top) and '.venv' not in m.__file__)))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=TOP, check=True,
+                         stdout=subprocess.PIPE, universal_newlines=True).stdout.split()
+    loaded = {p for p in out if not p.startswith(demo_fleet.INPUT_DIRS)}
+    assert loaded == set(demo_fleet.GENERATOR_FILES)
 
 
 # -- broken copies ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def base_copy(tmp_path_factory):
-    """One real copy of each demo host per module (the committed trees are never touched)."""
+    """One real copy of each demo host per module (the demo trees are never touched)."""
     base = tmp_path_factory.mktemp("demo-base")
     made = {}
 

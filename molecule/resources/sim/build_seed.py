@@ -17,7 +17,7 @@ The seed is one tarball with two parts, unpacked in the host container by `pvetu
              sim.json          root, boot loader, NVIDIA majors of the first boot, GPU count.
 
 Variants:
-  grub    demo/snapshots/pve-gpu01 as committed: the reference host before the fix, plain GRUB.
+  grub    demo/snapshots/pve-gpu01 as generated: the reference host before the fix, plain GRUB.
   sdboot  pve-gpu04: the same hardware and "before" state (scripts/demo_fleet.py HOSTS["pve-gpu01"]),
           installed on ZFS with UEFI, so proxmox-boot-tool manages a systemd-boot ESP (the
           simulated ESP <tree>/boot/efi-sim is initialised with the proxmox-boot-tool stand-in).

@@ -46,6 +46,18 @@ options:
       - Also return the raw gathered inputs as RV(facts).
     type: bool
     default: false
+  run_tags:
+    description:
+      - The tags of the fix run this audit gates (C(ansible_run_tags)). When given, RV(scope) says which checks
+        that run answers for; C(all) selects every fix tag. Tags that are not fix tags are ignored.
+    type: list
+    elements: str
+  skip_tags:
+    description:
+      - The run's C(--skip-tags) (C(ansible_skip_tags)), taken out of O(run_tags). Only with O(run_tags).
+    type: list
+    elements: str
+    default: []
 notes:
   - Reading PCI config space beyond the first 64 bytes needs root; run with become on live hosts.
   - Every check id with its severity, expected value, rationale and remediation, and every policy key with its
@@ -165,6 +177,18 @@ facts:
   description: The raw gathered inputs, per section.
   returned: when include_facts is true
   type: dict
+scope:
+  description:
+    - What a fix run with O(run_tags) answers for. A check is in scope when pvetune fixes it on this host and the run
+      selected every tag its fix needs; a check whose fix needs a tag the run left out is out of scope (listed with
+      the tags it lacks), never a failure of that run.
+    - C(tags) the fix tags selected; C(in_scope) check ids; C(out_of_scope) a list of C(id), C(needs);
+      C(bad) and C(pending) a list of C(id), C(message) of in-scope checks that fail or wait;
+      C(reboots) in-scope check ids that fail or wait for a reboot.
+  returned: when run_tags is given
+  type: dict
+  sample: {"tags": ["cpu"], "in_scope": ["cpu.governor"], "out_of_scope": [{"id": "cpu.scaling_driver",
+           "needs": ["cmdline"]}], "bad": [], "pending": [], "reboots": []}
 """
 
 import time
@@ -176,6 +200,7 @@ from ansible.module_utils.pvetune.core.catalogue import BY_ID
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import PolicyError, merge_policy
 from ansible.module_utils.pvetune.core.result import summarize
+from ansible.module_utils.pvetune.core.scope import run_scope
 from ansible.module_utils.pvetune.core.runner import Runner
 
 
@@ -207,6 +232,8 @@ def run_module(module):
         "gather_errors": facts["errors"],
         "duration": round(time.monotonic() - started, 4),
     }
+    if params["run_tags"] is not None:
+        out["scope"] = run_scope(results, params["run_tags"], params["skip_tags"])
     if params["include_facts"]:
         out["facts"] = facts
     module.exit_json(**out)
@@ -220,6 +247,8 @@ def main():
             checks=dict(type="list", elements="str", default=[]),
             fail_on=dict(type="str", default="high", choices=["critical", "high", "medium", "low", "info"]),
             include_facts=dict(type="bool", default=False),
+            run_tags=dict(type="list", elements="str"),
+            skip_tags=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )

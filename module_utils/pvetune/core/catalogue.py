@@ -419,6 +419,10 @@ def policy_context(policy):
     return ctx
 
 
+# The fix role's tags are the catalogue's fix_tag values (tests/unit/test_concern_tags.py holds them so).
+FIX_TAGS = tuple(sorted({c["fix_tag"] for c in CATALOGUE if c.get("fix_tag")}))
+
+
 def fix_tags(check_id):
     """The fix.yml tags that fix a check, in the order the fix needs them; [] when pvetune does not fix it."""
     entry = BY_ID[check_id]

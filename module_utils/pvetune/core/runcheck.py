@@ -23,13 +23,11 @@ import re
 import shlex
 
 from ansible.module_utils.common.validation import check_type_dict
-from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
+from ansible.module_utils.pvetune.core.catalogue import FIX_TAGS
 from ansible.module_utils.pvetune.core.changeset import validate_run_id
 from ansible.module_utils.pvetune.core.policy import PolicyError, merge_policy
 
 PLAYBOOKS = ("audit", "fix", "rollback", "collect", "metrics")
-# The fix role's tags are the catalogue's fix_tag values (tests/unit/test_concern_tags.py holds them so).
-FIX_TAGS = tuple(sorted({c["fix_tag"] for c in CATALOGUE if c.get("fix_tag")}))
 # Tags each playbook's tasks carry; audit.yml and rollback.yml always do the whole job.
 PLAYBOOK_TAGS = {"audit": (), "fix": FIX_TAGS, "rollback": (), "collect": (), "metrics": ()}
 # Ansible's own tag: "always" next to a real tag selects nothing more. (--skip-tags always would skip this check

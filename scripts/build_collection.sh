@@ -6,7 +6,7 @@
 #   scripts/build_collection.sh --layout  # the layout only (no tarball)
 #
 # The one place the collection's layout is made: scripts/ansible_test_sanity.sh runs ansible-test on the tarball
-# this builds, tests/integration/test_collection_install.py installs it into a fresh virtualenv.
+# this builds, tests/collection/test_collection_install.py installs it into a fresh virtualenv.
 #
 #   library/*.py          -> plugins/modules/        action_plugins/ -> plugins/action/
 #   module_utils/pvetune/ -> plugins/module_utils/pvetune/           callback_plugins/ -> plugins/callback/
@@ -16,7 +16,7 @@
 # Python files get their imports rewritten from ansible.module_utils.pvetune to the collection's path (the way
 # linux-system-roles converts roles to collections), and the doc fragment and sibling-module names in the module
 # docs their FQCN, which validate-modules insists on. Roles and playbooks need no rewrite: inside a collection,
-# a short module or role name resolves to that collection first (tests/integration/test_collection_install.py
+# a short module or role name resolves to that collection first (tests/collection/test_collection_install.py
 # runs the playbooks by FQCN with nothing of the project on the paths).
 set -euo pipefail
 TOP="$(cd "$(dirname "$0")/.." && pwd)"

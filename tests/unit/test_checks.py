@@ -1,4 +1,4 @@
-"""Tests for module_utils/pvetune/checks.py: every evaluator on hand-built facts.
+"""audit.evaluate (module_utils/pvetune/audit.py and the concerns' evaluators): every evaluator on hand-built facts.
 
 ``good_facts()`` is a host that passes every check (AMD EPYC, amd-pstate-epp, two GPUs at
 MaxReadReq 4096, kernel 6.14, systemd-boot).  Each scenario changes a few facts and states the

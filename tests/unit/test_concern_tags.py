@@ -64,10 +64,16 @@ def test_rollout_record_has_one_change_entry_per_fix_tag():
     assert set(record["vars"]["record"]["changes"]) == CATALOGUE_TAGS
 
 
-def test_audit_gate_takes_the_tags_from_the_audit_results():
-    gate = next(t for t in load(os.path.join(ROLLOUT_TASKS, "gates.yml")) if t["name"].startswith("Audit gate"))
+def test_the_gates_take_their_scope_from_the_audit_module_not_from_tag_lists():
+    """core/scope.py decides what a run answers for (tests/unit/test_scope.py); the audit gate and the sorting play
+    pass the run's tags to pvetune_facts and read its scope, naming no tag themselves."""
+    tasks = load(os.path.join(ROLLOUT_TASKS, "gates.yml")) + load(os.path.join(ROLLOUT_TASKS, "sort.yml"))
+    audits = [t["pvetune_facts"] for t in tasks if "pvetune_facts" in t]
+    assert len(audits) == 2 and all(a["run_tags"] == "{{ ansible_run_tags }}" and
+                                    a["skip_tags"] == "{{ ansible_skip_tags }}" for a in audits)
+    gate = next(t for t in tasks if t["name"].startswith("Audit gate"))
     text = " ".join(str(v) for v in gate["vars"].values())
-    assert "map(attribute='fix_tag')" in text
+    assert "pvetune_rollout_after.scope" in text and "fix_tag" not in text
     assert not [tag for tag in CATALOGUE_TAGS if "'%s'" % tag in text], text
 
 

@@ -1,4 +1,4 @@
-"""Tests for module_utils/pvetune/fsroot.py: every read of the audit goes through an FsRoot.
+"""Tests for module_utils/pvetune/core/fsroot.py: every read of the audit goes through an FsRoot.
 
 The trees are built in tmp_path; nothing outside them is ever read.  Tests that need a real
 "Permission denied" drop privileges in a forked child when they run as root (root's reads

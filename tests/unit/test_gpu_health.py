@@ -1,4 +1,4 @@
-"""pvetune_gpu_health (module_utils/pvetune/health.py) against the pct and nvidia-smi stand-ins.
+"""pvetune_gpu_health (module_utils/pvetune/gpu_health.py) against the pct and nvidia-smi stand-ins.
 
 pve-gpu01 after boot: CT 101 (onboot) runs with its stale allow line for major 511 while
 nvidia-uvm is 509.  nvidia-smi in the CT still lists the 8 GPUs (NVML never opens /dev/nvidia-uvm);

@@ -1,4 +1,4 @@
-"""Unit tests for module_utils/pvetune/lxcgpu.py (NVIDIA passthrough to LXC CTs).
+"""Unit tests for module_utils/pvetune/concerns/lxcgpu.py (NVIDIA passthrough to LXC CTs).
 
 Real inputs live in tests/fixtures/realdata/ (see SOURCES.md there); the /proc/devices texts in
 tests/fixtures/lxcgpu/ are constructed from the real majors (their headers say from which file).

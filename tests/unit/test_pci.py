@@ -1,4 +1,4 @@
-"""Tests for module_utils/pvetune/pci.py.
+"""The PCI reader (module_utils/pvetune/concerns/pcie.py list_functions, formats/pci_config.py).
 
 Real data: tests/fixtures/realdata/lspci_xxx/*.txt (sources in tests/fixtures/realdata/SOURCES.md).
 pciutils (lspci/setpci) are only ever run with ``-A linux-sysfs -O sysfs.path=<tmp tree>``;

@@ -13,8 +13,8 @@ from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.runner import Runner
 from ansible.module_utils.pvetune.formats import pci_config, pci_ext
 from modharness import run_module
-from test_pciefix import config_bytes, config_file, forbid_commands, guard_module_commands, guarded_run_fn  # noqa
-from test_pciefix import needs_setpci, scratch, snapshot
+from test_pcie_fix import config_bytes, config_file, forbid_commands, guard_module_commands, guarded_run_fn  # noqa
+from test_pcie_fix import needs_setpci, scratch, snapshot
 
 PORTS = ["0000:%s:%s" % (b, d) for b in ("02", "22", "82", "a2") for d in ("08.0", "10.0")]
 OFFSET = 0xF24  # ACS of the switch model (PLX PEX 8747/8749)

@@ -1,4 +1,4 @@
-"""Tests for module_utils/pvetune/policy.py: defaults, merging, and rejection of every bad value.
+"""Tests for module_utils/pvetune/core/policy.py: defaults, merging, and rejection of every bad value.
 
 Policy values end up on kernel command lines, in GRUB files (shell), sysctl files and setpci
 arguments, so anything that is not plainly a valid value must be refused before use.

@@ -28,7 +28,7 @@ def gather_cpu(fsroot):
 
 
 def _host(facts, policy):
-    """(resolved policy, host profile) of this host (concerns/cpuprofile.py)."""
+    """(resolved policy, host profile) of this host (core/cpuprofile.py)."""
     policy = cpuprofile.for_host(policy, facts)
     return policy, policy["host_cpu"]
 

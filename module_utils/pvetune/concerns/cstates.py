@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """C-states: reader of cpuidle (driver, states per CPU, enabled/disabled, latencies, the idle drivers' max_cstate
 parameters) and the evaluator of cpu.cstates, which judges the limit of the idle driver in use
-(concerns/cpuprofile.py IDLE_LIMITS). The fix is a boot argument (concerns/bootargs_fix.py).
+(core/cpuprofile.py IDLE_LIMITS). The fix is a boot argument (concerns/bootargs_fix.py).
 """
 
 from __future__ import absolute_import, division, print_function

@@ -20,7 +20,7 @@ from ansible.module_utils.pvetune.core.catalogue import BY_ID
 from ansible.module_utils.pvetune.formats.kernel_cmdline import MAX_CONFIGURED_CMDLINE
 
 DEFAULT_POLICY = {
-    # CPU frequency scaling, per vendor (concerns/cpuprofile.py PSTATE): the P-state driver's mode on AMD
+    # CPU frequency scaling, per vendor (core/cpuprofile.py PSTATE): the P-state driver's mode on AMD
     # (amd_pstate) and on Intel (intel_pstate) hosts; "" for scaling_driver = the driver that mode shows
     # (amd-pstate-epp, intel_pstate).
     "amd_pstate_mode": "active",

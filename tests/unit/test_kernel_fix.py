@@ -1,11 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, pvetune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/pvetune/kernelfix.py and library/pvetune_kernel.py.
+"""module_utils/pvetune/concerns/kernel_fix.py and library/pvetune_kernel.py.
 
 Module tests run pvetune_kernel in-process on scratch copies of the demo hosts with the apt-get,
 update-grub and proxmox-boot-tool stand-ins (tests/standins/README.md); the scratch fixtures and tree
-helpers are shared with test_cmdlinefix.py.
+helpers are shared with test_bootargs_fix.py.
 """
 import json
 import os
@@ -19,7 +19,7 @@ from modharness import run_module
 
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 from scratch_host import write_apt_repo
-from test_cmdlinefix import (
+from test_bootargs_fix import (
     argument_spec,
     calls,
     changed_paths,
@@ -33,7 +33,7 @@ from test_cmdlinefix import (
     write,
 )
 
-# The scratch fixtures are shared with test_cmdlinefix.py; pytest finds them by name in this module.
+# The scratch fixtures are shared with test_bootargs_fix.py; pytest finds them by name in this module.
 SHARED_FIXTURES = (scratch, session_dir, templates, workdir)
 DEMO = os.path.join(TOP, "demo", "snapshots")
 DEVID = "7b5a1c2e-0f3d-4c55-9a10-3e8d6f2b9c41"

@@ -1,4 +1,5 @@
-"""Tests for module_utils/pvetune/hostinfo.py (cpufreq, cpuidle, sysctl, NVIDIA, IOMMU readers).
+"""The host readers (concerns/cpufreq.py, cstates.py, numa.py, nvidia.py, iommu.py; formats/cpu_list.py,
+sysctl_conf.py).
 
 Real data (sources in tests/fixtures/realdata/SOURCES.md):
   tests/fixtures/realdata/nvidia_smi/*  - nvidia-smi / nvidia-smi -q outputs, every file is parsed

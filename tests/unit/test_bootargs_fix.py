@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, pvetune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/pvetune/cmdlinefix.py and library/pvetune_cmdline.py.
+"""module_utils/pvetune/concerns/bootargs_fix.py and library/pvetune_cmdline.py.
 
-Module tests run pvetune_cmdline in-process (tests/unit/modharness.py) on scratch copies of the demo
+Module tests run pvetune_cmdline in-process (tests/modharness.py) on scratch copies of the demo
 hosts (scripts/scratch_host.make_scratch), whose .pvetune/bin holds the stand-ins of update-grub and
 proxmox-boot-tool (tests/standins/README.md).  The stand-ins log every call to .pvetune/calls.log.
 """

@@ -1,4 +1,4 @@
-"""PCIe MaxReadReq fix (module_utils/pvetune/pciefix.py, library/pvetune_pcie_mrrs.py, Runner.run_system).
+"""PCIe MaxReadReq fix (module_utils/pvetune/concerns/pcie_fix.py, library/pvetune_pcie_mrrs.py, Runner.run_system).
 
 Every setpci here runs on a tmp tree with ``-A linux-sysfs -O sysfs.path=<tree>/sys/bus/pci``:
 the guard below refuses any other command line before a process starts.

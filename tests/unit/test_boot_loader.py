@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, pvetune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Tests for module_utils/pvetune/bootcfg.py.
+"""Boot loader detection and GRUB/kernel readers (concerns/bootargs.py, concerns/kernel.py, formats/grub_*.py).
 
 Real third-party samples come from tests/fixtures/realdata/boot/ (sources in
 tests/fixtures/realdata/SOURCES.md, copied from /work/shared/realdata/INDEX.md).

@@ -2,12 +2,11 @@
 """Generate docs/checks.md from the check catalogue and the default policy, and docs/variables.md.
 
 The catalogue (module_utils/pvetune/core/catalogue.py CATALOGUE) and the policy
-(module_utils/pvetune/core/policy.py DEFAULT_POLICY, validate_policy) are the only
-sources: every text below comes from them, with the default policy's values
-filled into the templates.  POLICY_DOCS describes each key's meaning, the
-rule validate_policy enforces for it and the checks it affects; generation
-fails when a key is missing there (or described but no longer in the policy),
-or when a catalogue template uses a key whose entry does not name that check.
+(module_utils/pvetune/core/policy.py POLICY_KEYS: each key's default, meaning, the
+rule validate_policy enforces and the checks that read it) are the only sources:
+every text below comes from them, with the default policy's values filled into
+the templates.  Generation fails when a catalogue template uses a policy key
+whose entry does not name that check.
 
 docs/variables.md, the reference of every playbook variable, comes from the roles' argument specs and the
 variables the playbooks and roles read (scripts/role_vars.py); generation fails when one of those is in no
@@ -39,7 +38,7 @@ from ansible.module_utils.pvetune.core.catalogue import (  # noqa: E402
     policy_context,
 )
 from ansible.module_utils.pvetune.tables import kernel_issues, nvidia_generations  # noqa: E402
-from ansible.module_utils.pvetune.core.policy import DEFAULT_POLICY, MRRS_SIZES, merge_policy  # noqa: E402
+from ansible.module_utils.pvetune.core.policy import DEFAULT_POLICY, POLICY_KEYS, merge_policy  # noqa: E402
 from ansible.module_utils.pvetune.report_document import fix_argv  # noqa: E402
 
 DEFAULT_OUTPUT = os.path.join(TOP, "docs", "checks.md")
@@ -57,116 +56,7 @@ STATUS_DOCS = {
              "evaluated",
 }
 
-# key -> (what it means, the rule validate_policy enforces)
-POLICY_DOCS = {
-    "amd_pstate_mode": ("amd_pstate mode an AMD host should run; `amd_pstate=<mode>` is the kernel argument "
-                        "cpu.scaling_driver looks for and boot.cmdline requires (with `cmdline_cpu_args`).",
-                        "one of `active`, `passive`, `guided`",
-                        ["cpu.scaling_driver"]),
-    "intel_pstate_mode": ("intel_pstate mode an Intel host should run (switched at runtime and at boot through "
-                          "`/sys/devices/system/cpu/intel_pstate/status`); `intel_pstate=<mode>` is required on the "
-                          "command line only where intel_pstate is not loaded.",
-                          "`active` or `passive`",
-                          ["cpu.scaling_driver"]),
-    "scaling_driver": ("cpufreq driver every policy should report (scaling_driver); empty: the driver of the "
-                       "vendor's mode (`amd-pstate-epp` or `amd-pstate` on AMD, `intel_pstate` or `intel_cpufreq` "
-                       "on Intel). A value set here applies to every vendor, so set it per group.",
-                       "empty, or a lower-case driver name: a letter, then letters, digits, `_` or `-` (32 "
-                       "characters at most)",
-                       ["cpu.scaling_driver"]),
-    "scaling_driver_fallback": ("Drivers accepted instead of `scaling_driver` (e.g. no CPPC in the firmware): "
-                                "cpu.scaling_driver reports them as warn, not fail.",
-                                "a list of driver names (same rule as `scaling_driver`)",
-                                ["cpu.scaling_driver"]),
-    "governor": ("cpufreq governor every policy should use.",
-                 "a lower-case word: a letter, then letters, digits, `_` or `-` (32 characters at most)",
-                 ["cpu.governor"]),
-    "epp": ("energy_performance_preference every policy that has one should use.",
-            "a lower-case word (same rule as `governor`)",
-            ["cpu.epp"]),
-    "max_cstate": ("Deepest allowed C-state (1 = C1; POLL is always allowed), set with the argument of the idle "
-                   "driver in use: `processor.max_cstate=<n>` for acpi_idle (AMD hosts), "
-                   "`intel_idle.max_cstate=<n>` for intel_idle (intel_idle ignores processor.max_cstate); it "
-                   "must be effective and no deeper idle state enabled.",
-                   "an integer 1-9 (not a boolean, not a string; 0 is refused: intel_idle.max_cstate=0 disables "
-                   "intel_idle altogether)",
-                   ["cpu.cstates"]),
-    "numa_balancing": ("Required value of kernel.numa_balancing, at runtime and persisted in sysctl.d.",
-                       "the integer 0 or 1 (not a boolean, not a float, not a string)",
-                       ["kernel.numa_balancing"]),
-    "pcie_mrrs": ("PCIe Max Read Request Size, in bytes, every NVIDIA function must use.",
-                  "an integer, one of %s" % ", ".join(str(s) for s in MRRS_SIZES),
-                  ["pcie.mrrs"]),
-    "pcie_vendor": ("PCI vendor id of the GPUs the PCIe and NVIDIA checks look at.",
-                    "`0x` and four lower-case hex digits (like `0x10de`)",
-                    ["pcie.mrrs", "pcie.link", "nvidia.driver"]),
-    "pcie_class_prefix": ("PCI class prefix of those functions (`0x03`: display controllers).",
-                          "`0x` and 2-6 lower-case hex digits (like `0x03` or `0x0302`)",
-                          ["pcie.mrrs", "pcie.link", "nvidia.driver"]),
-    "gpu_p2p": ("GPU peer-to-peer through PCIe switches: `auto` fails ACS redirect bits on the switch ports "
-                "between two GPUs (ports with a vfio-pci device in their switch skip), `ignore` skips pcie.acs.",
-                "`auto` or `ignore`",
-                ["pcie.acs"]),
-    "pcie_acs_fix": ("Let fix.yml (tag pcie) clear the ACS redirect bits pcie.acs fails on, with a masked setpci "
-                     "write, re-applied at every boot; off by default because it changes IOMMU isolation.",
-                     "`true` or `false`",
-                     ["pcie.acs"]),
-    "iommu_passthrough": ("Host-owned GPUs must sit in identity IOMMU domains: iommu.mode fails translated ones and "
-                          "boot.cmdline then requires `iommu=pt`.",
-                          "`true` or `false`",
-                          ["iommu.mode", "boot.cmdline"]),
-    "lxc_min_cpus_per_gpu": ("CPUs a GPU CT needs per GPU it uses (lxc.resources): one busy host thread per GPU "
-                             "worker, its NCCL proxy thread, and a share of the tokenizer, scheduler and API server. "
-                             "0 disables the count.",
-                             "an integer 0-256",
-                             ["lxc.resources"]),
-    "lxc_min_memory_per_gpu": ("Memory (MiB) a GPU CT needs per GPU it uses (lxc.resources): pinned host buffers "
-                               "(CUDA, NCCL, the engine's CPU swap space, 4 GiB per GPU in vLLM) and the page cache "
-                               "the weights load through. 0 disables the check.",
-                               "an integer 0-4194304",
-                               ["lxc.resources"]),
-    "lxc_numa_pin": ("Let fix.yml (tag lxc) write `lxc.cgroup2.cpuset.cpus` with the CPUs of the NUMA nodes of a "
-                     "GPU CT's GPUs where its CPUs miss them; effective at the CT's next start.",
-                     "`true` or `false`",
-                     ["lxc.resources"]),
-    "kernel_series": ("Kernel series the host should run (and boot next); empty disables kernel.version.",
-                      "`<major>.<minor>` (1-2 and 1-3 ASCII digits, like `6.14`) or the empty string",
-                      ["kernel.version"]),
-    "kernel_package": ("Package that provides the series (named in the remediation).",
-                       "a Debian package name: lower-case letters, digits, `.`, `+`, `-`; 2-81 characters, starting "
-                       "with a letter or digit",
-                       ["kernel.version"]),
-    "cmdline_required": ("Kernel arguments that must be configured in the active boot loader and present on "
-                         "/proc/cmdline (boot.cmdline; the last occurrence of a key wins). With `cmdline_cpu_args` "
-                         "the CPU's own arguments come first; setting this key without `cmdline_cpu_args` makes "
-                         "it the whole list.",
-                         "a list of plain kernel arguments: `key` or `key=value`; key `[A-Za-z0-9_][A-Za-z0-9_.-]` "
-                         "(64 characters at most), value `[A-Za-z0-9_.,:/+@-]` (1-190 characters). No spaces, "
-                         "quotes, `$`, `;`, `=` in the value, newlines or other characters a shell or boot loader "
-                         "would interpret; all of them together at most 1,919 bytes (x86 keeps 2,047 bytes of the "
-                         "command line, the rest is cut at boot; 128 are left for the boot loader's own)",
-                         ["boot.cmdline"]),
-    "cmdline_forbidden": ("Kernel arguments that must not be configured or effective: a key forbids every value, "
-                          "`key=value` only that value.",
-                          "a list of plain kernel arguments (same rule as `cmdline_required`)",
-                          ["boot.cmdline"]),
-    "cmdline_cpu_args": ("Add the CPU's own boot arguments to `cmdline_required`: `amd_pstate=<amd_pstate_mode>` "
-                         "on AMD, `intel_pstate=<intel_pstate_mode>` on Intel where intel_pstate is not loaded, and "
-                         "the C-state limit of the idle driver in use. Turned off when the inventory sets "
-                         "`cmdline_required` without it, so an explicit list keeps exactly what it says.",
-                         "`true` or `false`",
-                         ["boot.cmdline"]),
-    "lxc_check": ("Check the NVIDIA device allow lines of every CT config (lxc.gpu_devices).",
-                  "`true` or `false` (a boolean, not 0/1 or a string)",
-                  ["lxc.gpu_devices"]),
-    "nvidia_persistence": ("Require persistence mode on every GPU when nvidia-smi output is available "
-                           "(nvidia.driver).",
-                           "`true` or `false`",
-                           ["nvidia.driver"]),
-    "skip_checks": ("Checks not to evaluate at all, with the reason shown in their skip result.",
-                    "a mapping of check id (one of the ids above) to a reason string",
-                    []),
-}
+POLICY_DOCS = {key.name: (key.meaning, key.rule, list(key.checks)) for key in POLICY_KEYS}
 
 
 def _cell(text):
@@ -209,22 +99,17 @@ def _fix_command(entry):
 
 
 def render():
-    unknown = sorted(set(POLICY_DOCS) - set(DEFAULT_POLICY))
-    missing = sorted(set(DEFAULT_POLICY) - set(POLICY_DOCS))
-    if unknown or missing:
-        raise SystemExit("gen_docs.py: POLICY_DOCS out of sync with DEFAULT_POLICY (missing: %s; not in the policy: %s)"
-                         % (", ".join(missing) or "-", ", ".join(unknown) or "-"))
     if set(STATUS_DOCS) != set(STATUSES):
         raise SystemExit("gen_docs.py: STATUS_DOCS out of sync with catalogue.STATUSES")
     ids = [entry["id"] for entry in CATALOGUE]
     for entry in CATALOGUE:
         for key in _template_keys(entry):
             if key not in POLICY_DOCS or entry["id"] not in POLICY_DOCS[key][2]:
-                raise SystemExit("gen_docs.py: %s uses policy key %s; list it in POLICY_DOCS[%r]"
-                                 % (entry["id"], key, key))
+                raise SystemExit("gen_docs.py: %s uses policy key %s; name it in that key's checks "
+                                 "(core/policy.py POLICY_KEYS)" % (entry["id"], key))
     for key, (_meaning, _rule, used_by) in POLICY_DOCS.items():
         if set(used_by) - set(ids):
-            raise SystemExit("gen_docs.py: POLICY_DOCS[%r] names unknown checks %s" % (key, set(used_by) - set(ids)))
+            raise SystemExit("gen_docs.py: POLICY_KEYS %r names unknown checks %s" % (key, set(used_by) - set(ids)))
     policy = merge_policy(None)  # the defaults, validated
     ctx = policy_context(policy)
 

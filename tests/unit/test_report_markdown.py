@@ -7,7 +7,8 @@ import os
 import re
 
 from ansible.module_utils.pvetune import report, report_markdown
-from reportutil import GENERATED_AT, MODULE_FAILED, UNREACHABLE, demo_entries, document, facts_result, fleet_entries
+from reportutil import (DEMO_HOSTS, GENERATED_AT, MODULE_FAILED, UNREACHABLE, demo_entries, document, facts_result,
+                        fleet_entries)
 
 NOW = datetime.datetime(2026, 11, 29, 20, 6, 52, tzinfo=datetime.timezone.utc)
 
@@ -82,7 +83,11 @@ def test_a_large_failing_fleet_stays_short():
     doc = report.build_document(fleet_entries(80), generated_at=GENERATED_AT)
     text = report.render_markdown(doc)
     failing = doc["summary"]["failing_hosts"]
-    assert len(failing) == 48  # pve-gpu01, 04 and 05 of every five
+    # host i is audited like demo host i mod 5: those whose demo host fails a high check (today 01, 04, 05)
+    fails = [any(r["status"] == "fail" and r["severity"] in ("critical", "high") for r in facts_result(h)["results"])
+             for h in DEMO_HOSTS]
+    assert failing == ["pve-gpu%03d" % (i + 1) for i in range(80) if fails[i % len(DEMO_HOSTS)]]
+    assert len(failing) > report_markdown.MAX_HOSTS + 30
     shown = [x for x in text.splitlines() if x.startswith("- **")]
     assert [x.split("**")[1] for x in shown] == failing[:report_markdown.MAX_HOSTS]
     rest = failing[report_markdown.MAX_HOSTS:]

@@ -111,74 +111,21 @@ from ansible.module_utils.pvetune import (  # noqa: F401  pylint: disable=unused
     boothelper,
     bootunits,
 )
-from ansible.module_utils.pvetune.concerns import cpufreq_fix, lxcgpu_boot, lxcgpu_fix, pcie_acs_fix
-from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet, WriteFailed
-from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.core.runner import RunFailed, Runner, run_or_restore
-
-VALIDATORS = {
-    "cpufreq": cpufreq_fix.validate_config,
-    "pcie-mrrs": pcie_acs_fix.validate_boot_config,
-    "lxc-gpu": lxcgpu_boot.validate_boot_config,
-}
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
+from ansible.module_utils.pvetune.runtime_install import install
 
 
-def validate_configs(configs, subcommands):
-    """Each subcommand's settings, checked by the same validator the boot helper uses."""
-    out = {}
-    for sub in subcommands:
-        conf = configs.get(sub)
-        try:
-            VALIDATORS[sub](conf)
-        except (ValueError, TypeError, lxcgpu_fix.LxcFixError) as exc:
-            raise ValueError("configs.%s: %s" % (sub, exc))
-        out[sub] = conf
-    return out
+ARGUMENT_SPEC = dict(
+    FIX_ARGS,
+    subcommands=dict(type="list", elements="str", required=True, choices=list(bootunits.SUBCOMMANDS)),
+    configs=dict(type="dict", required=True),
+    enable=dict(type="bool", default=True),
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            root=dict(type="path", default="/"),
-            run_id=dict(type="str"),
-            subcommands=dict(type="list", elements="str", required=True, choices=list(bootunits.SUBCOMMANDS)),
-            configs=dict(type="dict", required=True),
-            enable=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        fsroot = FsRoot(p["root"])
-        changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=p["run_id"])
-        configs = validate_configs(p["configs"], p["subcommands"])
-        # The files are the truth: the plan rewrites whatever differs; the manifest only says what was installed.
-        drift = bootunits.manifest_drift(changes.read)
-        paths = bootunits.plan_install(changes, p["subcommands"], configs, enable=p["enable"])
-    except (ValueError, IOError, OSError, FsError, ChangeError) as exc:
-        module.fail_json(msg=str(exc))
-    if drift:
-        shown = ", ".join(drift[:5]) + (" and %d more" % (len(drift) - 5) if len(drift) > 5 else "")
-        module.warn("%s lists %d file(s) that changed on the host since they were installed (or are missing); "
-                    "re-installing: %s" % (bootunits.MANIFEST, len(drift), shown))
-    skipped = []
-    units_changed = any(f["path"].startswith(bootunits.UNIT_DIR) for f in changes.files)
-    if not module.check_mode:
-        try:
-            changes.apply_or_restore("the boot-time runtime")
-        except WriteFailed as exc:
-            module.fail_json(msg=str(exc), changes=changes.summary(), restored=exc.restored)
-        if units_changed:
-            try:
-                run_or_restore(Runner(fsroot, module.run_command), changes, "systemctl", ["daemon-reload"],
-                               "the runtime files were put back as they were (%s)", skipped=skipped, required=False)
-            except RunFailed as exc:
-                module.fail_json(changes=changes.summary(), **exc.fail_kwargs())
-    result = dict(changed=changes.changed, paths=paths, changes=changes.summary(), reboot_required=False,
-                  skipped_commands=skipped, drift=drift)
-    if module._diff:
-        result["diff"] = changes.diffs()
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    finish(module, *install(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

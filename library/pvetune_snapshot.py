@@ -83,55 +83,21 @@ info:
   type: dict
 """
 
-import base64
-import binascii
-import os
-import shutil
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.collect import UnsafeArchive, extract, read_info
+from ansible.module_utils.pvetune.collect import store_snapshot
+from ansible.module_utils.pvetune.core.module_common import finish
+
+ARGUMENT_SPEC = dict(
+    data=dict(type="str", required=True, no_log=False),
+    dest=dict(type="path", required=True),
+    extract=dict(type="bool", default=True),
+    extract_dir=dict(type="path"),
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            data=dict(type="str", required=True, no_log=False),
-            dest=dict(type="path", required=True),
-            extract=dict(type="bool", default=True),
-            extract_dir=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        data = base64.b64decode(p["data"], validate=True)
-        info = read_info(data)
-    except (binascii.Error, ValueError) as exc:
-        module.fail_json(msg="data is not a pvetune snapshot archive: %s" % exc)
-    except Exception as exc:  # tarfile raises several types for a damaged archive
-        module.fail_json(msg="data is not a readable snapshot archive: %s" % exc)
-    dest = os.path.abspath(p["dest"])
-    target = os.path.abspath(p["extract_dir"] or (dest[:-7] if dest.endswith(".tar.gz") else dest + ".d"))
-    members = 0
-    if not module.check_mode:
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        with open(dest + ".tmp", "wb") as handle:
-            handle.write(data)
-        os.rename(dest + ".tmp", dest)
-        if p["extract"]:
-            staging = target + ".tmp"
-            if os.path.lexists(staging):
-                shutil.rmtree(staging)
-            try:
-                members = extract(data, staging)
-            except UnsafeArchive as exc:
-                shutil.rmtree(staging, ignore_errors=True)
-                module.fail_json(msg="refusing to unpack %s: %s" % (dest, exc))
-            if os.path.lexists(target):
-                shutil.rmtree(target)
-            os.rename(staging, target)
-    module.exit_json(changed=not module.check_mode, dest=dest, extract_dir=target if p["extract"] else "",
-                     members=members, info=info)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    finish(module, *store_snapshot(module.params, module.check_mode))
 
 
 if __name__ == "__main__":

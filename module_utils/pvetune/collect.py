@@ -18,15 +18,19 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
+import binascii
 import io
 import json
 import os
 import posixpath
 import re
+import shutil
 import stat
 import tarfile
 import time
 
+from ansible.module_utils.pvetune.core.filewrite import atomic_write, makedirs
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot, walk_in_root
 from ansible.module_utils.pvetune.concerns import lxcres
 from ansible.module_utils.pvetune.formats import dev_nodes, pci_ids
@@ -368,3 +372,36 @@ def read_info(data):
         except KeyError:
             raise FsError("/.pvetune/snapshot.json", "not in the archive")
         return json.loads(tar.extractfile(member).read().decode("utf-8"))
+
+
+def store_snapshot(params, check_mode):
+    """pvetune_snapshot's one call: decode the archive collect.yml fetched (base64 ``data``), write it to ``dest``
+    and, with ``extract``, unpack it beside (``extract_dir``; a staging directory renamed into place, so a refused
+    or broken archive leaves the previous tree).  Returns ``(failed, result, warnings)``."""
+    try:
+        data = base64.b64decode(params["data"], validate=True)
+        info = read_info(data)
+    except (binascii.Error, ValueError) as exc:
+        return True, {"msg": "data is not a pvetune snapshot archive: %s" % exc}, []
+    except Exception as exc:  # tarfile raises several types for a damaged archive
+        return True, {"msg": "data is not a readable snapshot archive: %s" % exc}, []
+    dest = os.path.abspath(params["dest"])
+    target = os.path.abspath(params["extract_dir"] or (dest[:-7] if dest.endswith(".tar.gz") else dest + ".d"))
+    members = 0
+    if not check_mode:
+        makedirs(os.path.dirname(dest))
+        atomic_write(dest, data, 0o644)
+        if params["extract"]:
+            staging = target + ".tmp"
+            if os.path.lexists(staging):
+                shutil.rmtree(staging)
+            try:
+                members = extract(data, staging)
+            except UnsafeArchive as exc:
+                shutil.rmtree(staging, ignore_errors=True)
+                return True, {"msg": "refusing to unpack %s: %s" % (dest, exc)}, []
+            if os.path.lexists(target):
+                shutil.rmtree(target)
+            os.rename(staging, target)
+    return False, {"changed": not check_mode, "dest": dest, "extract_dir": target if params["extract"] else "",
+                   "members": members, "info": info}, []

@@ -160,44 +160,22 @@ changes:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.concerns import bootargs_fix
-from ansible.module_utils.pvetune.core.changeset import ChangeSet
-from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.core.runner import RunFailed, Runner
-from ansible.module_utils.pvetune.formats import grub_edit
-from ansible.module_utils.pvetune.formats.kernel_cmdline import BootConfigError
+from ansible.module_utils.pvetune.concerns.bootargs_fix import LOADERS, fix
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
+from ansible.module_utils.pvetune.formats.grub_edit import DROPIN_PATH
 
+ARGUMENT_SPEC = dict(
+    FIX_ARGS,
+    ensure={"type": "list", "elements": "str", "default": []},
+    remove={"type": "list", "elements": "str", "default": []},
+    loader={"type": "str", "choices": list(LOADERS), "default": "auto"},
+    dropin={"type": "path", "default": DROPIN_PATH},
+    refresh={"type": "bool", "default": True},
+)
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "root": {"type": "path", "default": "/"},
-            "run_id": {"type": "str"},
-            "ensure": {"type": "list", "elements": "str", "default": []},
-            "remove": {"type": "list", "elements": "str", "default": []},
-            "loader": {"type": "str", "choices": list(bootargs_fix.LOADERS), "default": "auto"},
-            "dropin": {"type": "path", "default": grub_edit.DROPIN_PATH},
-            "refresh": {"type": "bool", "default": True},
-        },
-        supports_check_mode=True,
-    )
-    p = module.params
-    # Validate every option before anything is read for writing or run.
-    try:
-        ensure, remove = bootargs_fix.validate_request(p["ensure"], p["remove"])
-        dropin = bootargs_fix.validate_dropin(p["dropin"])
-        fsroot = FsRoot(p["root"])
-        changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=p["run_id"])
-    except (BootConfigError, ValueError) as exc:
-        module.fail_json(msg=str(exc))
-    try:
-        result = bootargs_fix.run_cmdline_fix(fsroot, Runner(fsroot, module.run_command), changes, p,
-                                              module.check_mode, module.warn, ensure, remove, dropin)
-    except RunFailed as exc:
-        module.fail_json(**exc.fail_kwargs())
-    if module._diff:
-        result["diff"] = changes.diffs()
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    finish(module, *fix(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

@@ -168,44 +168,21 @@ changes:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.concerns import kernel_fix
-from ansible.module_utils.pvetune.core.changeset import ChangeSet
-from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.core.runner import RunFailed, Runner
-from ansible.module_utils.pvetune.formats.kernel_cmdline import BootConfigError
+from ansible.module_utils.pvetune.concerns.kernel_fix import fix
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
 
+ARGUMENT_SPEC = dict(
+    FIX_ARGS,
+    package={"type": "str", "default": "proxmox-kernel-6.14"},
+    series={"type": "str", "default": "6.14"},
+    version={"type": "str"},
+    pin={"type": "bool", "default": True},
+    install={"type": "bool", "default": True},
+)
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "root": {"type": "path", "default": "/"},
-            "run_id": {"type": "str"},
-            "package": {"type": "str", "default": "proxmox-kernel-6.14"},
-            "series": {"type": "str", "default": "6.14"},
-            "version": {"type": "str"},
-            "pin": {"type": "bool", "default": True},
-            "install": {"type": "bool", "default": True},
-        },
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        package, series, version = kernel_fix.validate_request(p["package"], p["series"], p["version"])
-        fsroot = FsRoot(p["root"])
-        changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=p["run_id"])
-    except (BootConfigError, ValueError) as exc:
-        module.fail_json(msg=str(exc))
-    try:
-        result = kernel_fix.run_kernel_fix(fsroot, Runner(fsroot, module.run_command), changes, p, module.check_mode,
-                                           module.warn, package, series, version)
-    except RunFailed as exc:
-        module.fail_json(**exc.fail_kwargs())
-    if module._diff:
-        # The package, pin and next boot as a before/after entry: a check run that would install the series
-        # writes no file yet, and would otherwise show "changed" with nothing to read.
-        summary = kernel_fix.kernel_diff(result, series)
-        result["diff"] = ([summary] if summary else []) + changes.diffs()
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    finish(module, *fix(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

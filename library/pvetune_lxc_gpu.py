@@ -227,40 +227,22 @@ skipped:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.concerns import lxcgpu_fix
-from ansible.module_utils.pvetune.core.changeset import ChangeSet
-from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.core.runner import Runner
+from ansible.module_utils.pvetune.concerns.lxcgpu_fix import fix
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
 
+ARGUMENT_SPEC = dict(
+    FIX_ARGS,
+    ctids={"type": "list", "elements": "raw", "default": []},
+    restart={"type": "bool", "default": False},
+    restart_timeout={"type": "int", "default": 120},
+    cgroup_version={"type": "str", "choices": ["auto", "1", "2"], "default": "auto"},
+    fail_on_refused={"type": "bool", "default": True},
+    numa_pin={"type": "bool", "default": False},
+)
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "root": {"type": "path", "default": "/"},
-            "run_id": {"type": "str"},
-            "ctids": {"type": "list", "elements": "raw", "default": []},
-            "restart": {"type": "bool", "default": False},
-            "restart_timeout": {"type": "int", "default": 120},
-            "cgroup_version": {"type": "str", "choices": ["auto", "1", "2"], "default": "auto"},
-            "fail_on_refused": {"type": "bool", "default": True},
-            "numa_pin": {"type": "bool", "default": False},
-        },
-        supports_check_mode=True,
-    )
-    # Every option is checked before anything is read for writing or any command runs.
-    try:
-        opts = lxcgpu_fix.validate_options(module.params)
-        fsroot = FsRoot(module.params["root"])
-        changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=module.params["run_id"])
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    result, error, warnings = lxcgpu_fix.run_fix(fsroot, Runner(fsroot, module.run_command), changes, opts,
-                                                 module.check_mode, module._diff)
-    for warning in warnings:
-        module.warn(warning)
-    if error:
-        module.fail_json(msg=error, **result)
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    finish(module, *fix(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

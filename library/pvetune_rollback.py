@@ -113,46 +113,20 @@ next_boot:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import bootunits
-from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet
-from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.core.runner import RunFailed, Runner
-from ansible.module_utils.pvetune.rollback import run_rollback, runtime_failures
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
+from ansible.module_utils.pvetune.rollback import rollback
+
+ARGUMENT_SPEC = dict(
+    FIX_ARGS,
+    force=dict(type="bool", default=False),
+    runtime=dict(type="bool", default=True),
+    refresh=dict(type="bool", default=True),
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            root=dict(type="path", default="/"),
-            run_id=dict(type="str"),
-            force=dict(type="bool", default=False),
-            runtime=dict(type="bool", default=True),
-            refresh=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        fsroot = FsRoot(p["root"])
-        changes = ChangeSet(fsroot, check_mode=module.check_mode, run_id=p["run_id"], record=False)
-        bootunits.add_runtime_bundle(changes, removing=True)
-        manifest = changes.load_manifest()
-    except (ValueError, ChangeError) as exc:
-        module.fail_json(msg=str(exc))
-    try:
-        result = run_rollback(fsroot, Runner(fsroot, module.run_command), changes, manifest, p, module.check_mode)
-    except RunFailed as exc:
-        module.fail_json(**exc.fail_kwargs())
-    if "msg" in result:  # nothing to roll back
-        module.exit_json(**result)
-    if module._diff:
-        result["diff"] = changes.diffs()
-    if (result["next_boot"] or {}).get("message"):
-        module.warn(result["next_boot"]["message"])
-    failed = runtime_failures(result)
-    if failed:
-        module.fail_json(msg=failed, **result)
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    finish(module, *rollback(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

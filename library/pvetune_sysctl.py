@@ -83,26 +83,20 @@ changes:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.concerns.numa_fix import fix_sysctl
+from ansible.module_utils.pvetune.concerns.numa_fix import fix
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
 
+ARGUMENT_SPEC = dict(
+    FIX_ARGS,
+    settings=dict(type="dict", required=True),
+    file=dict(type="path", default="/etc/sysctl.d/90-pvetune.conf"),
+    runtime=dict(type="bool", default=True),
+    persist=dict(type="bool", default=True),
+)
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            root=dict(type="path", default="/"),
-            settings=dict(type="dict", required=True),
-            file=dict(type="path", default="/etc/sysctl.d/90-pvetune.conf"),
-            runtime=dict(type="bool", default=True),
-            persist=dict(type="bool", default=True),
-            run_id=dict(type="str"),
-        ),
-        supports_check_mode=True,
-    )
-    try:
-        result = fix_sysctl(module.params, module.check_mode, module._diff)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc), **getattr(exc, "extra", {}))
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    finish(module, *fix(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

@@ -25,10 +25,11 @@ __metaclass__ = type
 import os
 import shutil
 
+from ansible.module_utils.pvetune import bootunits
 from ansible.module_utils.pvetune.concerns import bootargs_fix, kernel, pcie_acs_fix, pcie_fix
-from ansible.module_utils.pvetune.core.changeset import ChangeError, WriteFailed, sha256
-from ansible.module_utils.pvetune.core.fsroot import FsError
-from ansible.module_utils.pvetune.core.runner import RunFailed, run_or_restore
+from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet, WriteFailed, sha256
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.runner import RunFailed, Runner, run_or_restore
 
 BOOT_FILES_PREFIXES = ("/etc/default/grub", "/etc/kernel/cmdline", "/etc/kernel/proxmox-boot-pin",
                        "/etc/kernel/next-boot-pin")
@@ -296,3 +297,29 @@ def runtime_failures(result):
         return None
     return "files rolled back, but %d runtime value(s) could not be restored: %s" % (
         len(failed), "; ".join("%s: %s" % (r["key"], r.get("message", "")) for r in failed))
+
+
+def rollback(params, run_command, check_mode, diff):
+    """pvetune_rollback's one call: ``(failed, result, warnings)``.  The run's manifest (and pvetune's boot runtime
+    bundle, removed with it) is read before anything is restored; a restore of the runtime settings that fails
+    fails the module after everything else was put back."""
+    try:
+        fsroot = FsRoot(params["root"])
+        changes = ChangeSet(fsroot, check_mode=check_mode, run_id=params["run_id"], record=False)
+        bootunits.add_runtime_bundle(changes, removing=True)
+        manifest = changes.load_manifest()
+    except (ValueError, ChangeError) as exc:
+        return True, {"msg": str(exc)}, []
+    try:
+        result = run_rollback(fsroot, Runner(fsroot, run_command), changes, manifest, params, check_mode)
+    except RunFailed as exc:
+        return True, exc.fail_kwargs(), []
+    if "msg" in result:  # nothing to roll back
+        return False, result, []
+    if diff:
+        result["diff"] = changes.diffs()
+    warnings = [result["next_boot"]["message"]] if (result["next_boot"] or {}).get("message") else []
+    failed = runtime_failures(result)
+    if failed:
+        return True, dict(result, msg=failed), warnings
+    return False, result, warnings

@@ -37,6 +37,7 @@ import re
 from ansible.module_utils.pvetune.concerns import bootargs, kernel
 from ansible.module_utils.pvetune.core.changeset import WriteFailed
 from ansible.module_utils.pvetune.core.fsroot import FsError
+from ansible.module_utils.pvetune.core.module_common import fix_call
 from ansible.module_utils.pvetune.core.runner import CommandUnavailable, RunFailed, command_record, run_or_restore
 from ansible.module_utils.pvetune.formats import grub_chain, grub_edit, grub_parse, kernel_cmdline
 from ansible.module_utils.pvetune.formats.kernel_cmdline import BootConfigError
@@ -302,3 +303,16 @@ def run_cmdline_fix(fsroot, runner, changes, params, check_mode, warn, ensure, r
         "reboot_required": reboot_needed(configured, effective, ensure, remove),
         "changes": changes.summary(),
     }
+
+
+def fix(params, run_command, check_mode, diff):
+    """pvetune_cmdline's one call: ``(failed, result, warnings)``.  Every option is validated before anything is
+    read for writing or run."""
+    def validate(p):
+        ensure, remove = validate_request(p["ensure"], p["remove"])
+        return ensure, remove, validate_dropin(p["dropin"])
+
+    def run(fsroot, runner, changes, request, warn):
+        ensure, remove, dropin = request
+        return run_cmdline_fix(fsroot, runner, changes, params, check_mode, warn, ensure, remove, dropin)
+    return fix_call(params, run_command, check_mode, diff, validate, run)

@@ -33,6 +33,7 @@ import re
 from ansible.module_utils.pvetune.concerns import bootargs_fix, kernel
 from ansible.module_utils.pvetune.core.changeset import WriteFailed
 from ansible.module_utils.pvetune.core.fsroot import FsError
+from ansible.module_utils.pvetune.core.module_common import fix_call
 from ansible.module_utils.pvetune.core.runner import RunFailed, run_or_restore
 from ansible.module_utils.pvetune.formats import kernel_version, pbt_output
 from ansible.module_utils.pvetune.formats.kernel_cmdline import BootConfigError
@@ -349,3 +350,18 @@ def _pin(flow, check_mode, warn, info, state, chosen):
     changed = changed or changes.changed or regenerate
     expected = flow.result["next_boot_kernel"] or chosen
     return flow.done(changed, expected != state["running"])
+
+
+def fix(params, run_command, check_mode, diff):
+    """pvetune_kernel's one call: ``(failed, result, warnings)``."""
+    def run(fsroot, runner, changes, request, warn):
+        package, series, version = request
+        result = run_kernel_fix(fsroot, runner, changes, params, check_mode, warn, package, series, version)
+        if diff:
+            # The package, pin and next boot as a before/after entry: a check run that would install the series
+            # writes no file yet, and would otherwise show "changed" with nothing to read.
+            summary = kernel_diff(result, series)
+            result["diff"] = [summary] if summary else []
+        return result
+    return fix_call(params, run_command, check_mode, diff,
+                    lambda p: validate_request(p["package"], p["series"], p["version"]), run)

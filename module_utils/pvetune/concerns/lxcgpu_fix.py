@@ -44,7 +44,8 @@ from ansible.module_utils.pvetune.concerns.nvidia import read_state
 from ansible.module_utils.pvetune.core.changeset import WriteFailed
 from ansible.module_utils.pvetune.core.filewrite import atomic_write, makedirs
 from ansible.module_utils.pvetune.core.fsroot import FsError
-from ansible.module_utils.pvetune.core.runner import CommandUnavailable
+from ansible.module_utils.pvetune.core.module_common import fix_call
+from ansible.module_utils.pvetune.core.runner import CommandUnavailable, RunFailed
 from ansible.module_utils.pvetune.formats.ct_config import CTID, DEVICE_KEYS, main_value, parse_ct_config
 
 HISTORY_MAX = 50
@@ -488,3 +489,18 @@ def run_fix(fsroot, runner, changes, opts, check_mode, diff):
             result["diff"].append(state_diff(state_before, new_state))
     error, warnings = _outcome(items, restart_error, opts["fail_on_refused"], check_mode)
     return result, error, warnings
+
+
+def fix(params, run_command, check_mode, diff):
+    """pvetune_lxc_gpu's one call: ``(failed, result, warnings)``; every option is checked before anything is read
+    for writing or any command runs."""
+    warned = []
+
+    def run(fsroot, runner, changes, opts, warn):
+        result, error, warnings = run_fix(fsroot, runner, changes, opts, check_mode, diff)
+        warned.extend(warnings)
+        if error:
+            raise RunFailed(error, **result)
+        return result
+    failed, result, warnings = fix_call(params, run_command, check_mode, False, validate_options, run)
+    return failed, result, warnings + warned

@@ -107,3 +107,11 @@ def fix_sysctl(params, check_mode, diff):
     if diff:
         result["diff"] = changes.diffs()
     return result
+
+
+def fix(params, run_command, check_mode, diff):
+    """pvetune_sysctl's one call: ``(failed, result, warnings)``."""
+    try:
+        return False, fix_sysctl(params, check_mode, diff), []
+    except ValueError as exc:
+        return True, dict(getattr(exc, "extra", {}), msg=str(exc)), []

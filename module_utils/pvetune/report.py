@@ -20,6 +20,7 @@ import json
 import os
 
 from ansible.module_utils.pvetune.core.catalogue import SEVERITY_RANK
+from ansible.module_utils.pvetune.core.filewrite import atomic_symlink, atomic_write
 from ansible.module_utils.pvetune.core.result import SCHEMA_VERSION, TOOL_VERSION
 from ansible.module_utils.pvetune.report_document import (
     CHECK_IDS, FIX_STATUSES, STATUS_ORDER, VERDICTS, build_document, entry_from_audit, fix_command, fleet_outcome,
@@ -87,13 +88,6 @@ def render_text(doc, detail=True):
 
 # -- writing -------------------------------------------------------------------
 
-def _write(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    os.rename(tmp, path)
-
-
 def write_reports(hosts, audits, dest, fail_on="high", run=None, timestamp=None, check_mode=False, now=None,
                   junit_warn_as_failure=False):
     """Render and (unless check_mode) write <dest>/<timestamp>/{audit.json,audit.html,junit.xml,summary.txt,
@@ -123,12 +117,7 @@ def write_reports(hosts, audits, dest, fail_on="high", run=None, timestamp=None,
         if not os.path.isdir(run_dir):
             os.makedirs(run_dir)
         for name, content in names.items():
-            _write(os.path.join(run_dir, name), content)
-        latest = os.path.join(dest, "latest")
-        tmp_link = latest + ".tmp"
-        if os.path.lexists(tmp_link):
-            os.unlink(tmp_link)
-        os.symlink(os.path.basename(run_dir), tmp_link)
-        os.rename(tmp_link, latest)
+            atomic_write(os.path.join(run_dir, name), content.encode("utf-8"), 0o644)
+        atomic_symlink(os.path.join(dest, "latest"), os.path.basename(run_dir))
     files = [os.path.join(run_dir, n) for n in sorted(names)]
     return dict(fleet_outcome(doc), changed=not check_mode, report_dir=run_dir, files=files, summary_text=text)

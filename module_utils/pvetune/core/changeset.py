@@ -36,7 +36,7 @@ import stat
 
 from ansible.module_utils.pvetune.core import busy, faults
 from ansible.module_utils.pvetune.core.filewrite import (
-    PMXCFS_PREFIX, ChangeError, atomic_write, inplace_write, makedirs)
+    PMXCFS_PREFIX, ChangeError, atomic_symlink, atomic_write, inplace_write, makedirs)
 from ansible.module_utils.pvetune.core.fsroot import FsError
 
 STATE_DIR = "/var/lib/pvetune"
@@ -438,11 +438,7 @@ class ChangeSet:
         entry["written_target"] = item["link"]
         entry["last_run"] = self.run_id
         self._write_ahead(manifest)
-        tmp = os.path.join(os.path.dirname(real), ".%s.pvetune-tmp" % os.path.basename(real))
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        os.symlink(item["link"], tmp)
-        os.rename(tmp, real)
+        atomic_symlink(real, item["link"])
         self.written.append((item["path"], None if item["link_before"] is None else ("link", item["link_before"])))
 
     def apply_or_restore(self, what="the files"):

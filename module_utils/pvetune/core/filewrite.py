@@ -54,6 +54,15 @@ def atomic_write(real, data, mode):
         raise
 
 
+def atomic_symlink(real, target):
+    """Point the symlink ``real`` at ``target`` by renaming a new link over it (readers see the old or the new)."""
+    tmp = os.path.join(os.path.dirname(real), ".%s.pvetune-tmp" % os.path.basename(real))
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink(target, tmp)
+    os.rename(tmp, real)
+
+
 def inplace_write(real, data, host_path=None):
     """Write without rename/chmod/chown (the Proxmox cluster filesystem refuses them), then read back.
 

@@ -663,3 +663,62 @@ def test_temporary_files_a_killed_run_left_are_swept(tree):
     cs.apply()
     assert not os.path.exists(leftover) and cs.swept == ["/etc/sysctl.d/.99-other.conf.pvetune-tmp"]
     assert os.path.isdir(real(tree, "/etc/sysctl.d/.dir.pvetune-tmp"))
+
+
+# -- adoption (issue 33): pvetune's own file already as planned, in no manifest entry ---------------------------
+def test_a_rerun_adopts_pvetune_named_files_already_as_planned_and_nothing_else(tree):
+    """A run before write-ahead recording, killed after writing its drop-in, left the file without an entry: the
+    next run plans nothing for it, so it records it (as created by pvetune) for rollback to remove; a file of the
+    operator's with the same content is never adopted, nor is anything in check mode."""
+    put(tree, "/etc/default/grub.d/90-pvetune.cfg", b"GRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT\"\n")
+    dry = changes(tree, check_mode=True)
+    assert not dry.plan_file("/etc/default/grub.d/90-pvetune.cfg", get(tree, "/etc/default/grub.d/90-pvetune.cfg"))
+    dry.apply()
+    assert not os.path.exists(real(tree, "/%s/manifest.json" % STATE))
+    run = changes(tree)
+    assert not run.plan_file("/etc/sysctl.d/90-pvetune.conf", b"vm.swappiness = 60\n")
+    assert not run.plan_file("/etc/default/grub", b'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\n')  # the operator's
+    assert not run.plan_file("/etc/default/grub.d/90-pvetune.cfg", get(tree, "/etc/default/grub.d/90-pvetune.cfg"))
+    assert run.apply() == [] and run.changed is False
+    entries = manifest(tree)["files"]
+    assert sorted(entries) == ["/etc/default/grub.d/90-pvetune.cfg", "/etc/sysctl.d/90-pvetune.conf"]
+    assert entries["/etc/sysctl.d/90-pvetune.conf"] == {
+        "existed": False, "adopted": True, "original_sha256": None, "written_sha256": sha(b"vm.swappiness = 60\n"),
+        "first_run": "run1", "last_run": "run1"}
+    assert run.summary()["adopted"] == ["/etc/sysctl.d/90-pvetune.conf", "/etc/default/grub.d/90-pvetune.cfg"]
+    # a recorded file is never adopted again (its entry, with the original, stays as it is)
+    again = changes(tree, run_id="run2")
+    again.plan_file("/etc/sysctl.d/90-pvetune.conf", b"vm.swappiness = 60\n")
+    again.apply()
+    assert again.adopted == [] and manifest(tree)["files"]["/etc/sysctl.d/90-pvetune.conf"]["first_run"] == "run1"
+
+
+def test_rollback_removes_an_adopted_file(tree):
+    from modharness import run_module
+
+    run = changes(tree)
+    run.plan_file("/etc/sysctl.d/90-pvetune.conf", b"vm.swappiness = 60\n")
+    run.apply()
+    out = run_module("pvetune_rollback", {"root": str(tree), "refresh": False, "runtime": False})
+    assert out.get("failed") is not True, out
+    assert "/etc/sysctl.d/90-pvetune.conf" in out["removed"]
+    assert not os.path.exists(real(tree, "/etc/sysctl.d/90-pvetune.conf"))
+    assert get(tree, "/etc/default/grub") == b'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\n'
+
+
+def test_pvetune_named_paths():
+    assert changeset.pvetune_named("/etc/systemd/system/pvetune-cpufreq.service")
+    assert changeset.pvetune_named("/usr/local/lib/pvetune/ansible/module_utils/pvetune/audit.py")
+    assert changeset.pvetune_named("/etc/pvetune/cpufreq.json")
+    assert not changeset.pvetune_named("/etc/default/grub")
+    assert not changeset.pvetune_named("/etc/pve/lxc/101.conf")
+
+
+def test_files_of_a_bundle_are_not_adopted(tree):
+    """pvetune's boot runtime has its own install manifest (MANIFEST.json) and rollback removes it whole."""
+    put(tree, "/usr/local/sbin/pvetune-boot", b"#!/bin/sh\n")
+    run = changes(tree)
+    run.add_bundle("runtime", lambda path: path == "/usr/local/sbin/pvetune-boot")
+    run.plan_file("/usr/local/sbin/pvetune-boot", b"#!/bin/sh\n")
+    run.apply()
+    assert run.adopted == [] and not os.path.exists(real(tree, "/%s/manifest.json" % STATE))

@@ -42,7 +42,6 @@ from ansible.module_utils.pvetune.core.fsroot import FsError
 STATE_DIR = "/var/lib/pvetune"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MANIFEST_VERSION = 1
-OWN_DIRS = ("/usr/local/lib/pvetune/", "/etc/pvetune/")
 
 
 def sha256(data):
@@ -128,12 +127,6 @@ class WriteFailed(ChangeError):
         self.restored = restored
 
 
-def pvetune_named(host_path):
-    """Whether a path is one only pvetune creates: its own directories, or a name with "pvetune" in it
-    (90-pvetune.conf, pvetune-cpufreq.service, /usr/local/sbin/pvetune-boot)."""
-    return "pvetune" in posixpath.basename(host_path) or host_path.startswith(OWN_DIRS)
-
-
 class ChangeSet:
     """Changes one module run makes, applied together."""
 
@@ -150,8 +143,6 @@ class ChangeSet:
         self.removed_modes = {}  # host path -> mode of a file apply() removed (restore_run recreates it so)
         self.bundles = []  # add_bundle(): files shown as one summary in diffs() instead of their contents
         self.swept = []  # host paths of leftover temporary files apply() removed (a killed run's)
-        self.adoptable = []  # pvetune's own files already as planned (plan_file); apply() records unrecorded ones
-        self.adopted = []  # ... those it recorded
         self.applied = False
 
     # -- planning -----------------------------------------------------------
@@ -171,8 +162,6 @@ class ChangeSet:
             new_data = new_data.encode("utf-8")
         before = self.read(host_path)
         if before == new_data:
-            if self.record and pvetune_named(host_path):
-                self.adoptable.append(host_path)
             return False
         self._refuse_symlink(host_path)
         self.files.append({"path": host_path, "before": before, "after": new_data, "mode": mode, "remove": False,
@@ -281,14 +270,11 @@ class ChangeSet:
         return out
 
     def summary(self):
-        out = {
+        return {
             "files": [{"path": f["path"], "action": _file_action(f) + (" symlink" if f.get("link") is not None else "")}
                       for f in self.files],
             "runtime": [{"key": r["key"], "before": r["before"], "after": r["after"]} for r in self.runtime],
         }
-        if self.adopted:  # recorded, not changed: pvetune's files an unrecorded earlier run left as planned
-            out["adopted"] = list(self.adopted)
-        return out
 
     # -- state ----------------------------------------------------------------
     def _state_path(self, *parts):
@@ -349,7 +335,6 @@ class ChangeSet:
         if self.check_mode or self.applied:
             return []
         self.applied = True
-        self._adopt()
         if not self.files and not self.runtime:
             return []
         self._check_pmxcfs_writable()
@@ -403,24 +388,6 @@ class ChangeSet:
             if self.record:
                 self.save_manifest(manifest)
         return [entry[0] for entry in self.written]
-
-    def _adopt(self):
-        """Record pvetune's own files that are already as planned but in no manifest entry (a run before
-        write-ahead recording, killed after its write): as created by pvetune, so rollback removes them.  Only
-        files by pvetune's names (pvetune_named): content alone cannot tell pvetune's file from the operator's.
-        Nothing is written when none is new."""
-        if not self.adoptable:
-            return
-        manifest = self.load_manifest()
-        for path in self.adoptable:
-            # (a bundle, pvetune's boot runtime, has its own install manifest, and rollback removes it whole)
-            if path not in manifest["files"] and not any(bundle["match"](path) for bundle in self.bundles):
-                manifest["files"][path] = {"existed": False, "original_sha256": sha256(None), "adopted": True,
-                                           "written_sha256": sha256(self.read(path)), "first_run": self.run_id,
-                                           "last_run": self.run_id}
-                self.adopted.append(path)
-        if self.adopted:
-            self.save_manifest(manifest)
 
     def _sweep_temps(self):
         """Remove the temporary files of pvetune's own pattern (.<name>.pvetune-tmp) that a killed run left in the

@@ -240,6 +240,7 @@ ARGUMENT_SPEC = dict(
     numa_pin={"type": "bool", "default": False},
 )
 
+
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     finish(module, *fix(module.params, module.run_command, module.check_mode, module._diff))

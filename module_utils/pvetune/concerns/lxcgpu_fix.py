@@ -494,13 +494,12 @@ def run_fix(fsroot, runner, changes, opts, check_mode, diff):
 def fix(params, run_command, check_mode, diff):
     """pvetune_lxc_gpu's one call: ``(failed, result, warnings)``; every option is checked before anything is read
     for writing or any command runs."""
-    warned = []
-
     def run(fsroot, runner, changes, opts, warn):
         result, error, warnings = run_fix(fsroot, runner, changes, opts, check_mode, diff)
-        warned.extend(warnings)
+        for warning in warnings:
+            warn(warning)
         if error:
             raise RunFailed(error, **result)
         return result
-    failed, result, warnings = fix_call(params, run_command, check_mode, False, validate_options, run)
-    return failed, result, warnings + warned
+    # diff False for fix_call: run_fix puts the ChangeSet's diffs (and the state file's) in the result itself
+    return fix_call(params, run_command, check_mode, False, validate_options, run)

@@ -26,7 +26,7 @@ def finish(module, failed, result, warnings):
     module.exit_json(**result)
 
 
-def fix_call(params, run_command, check_mode, diff, validate, run, record=True):
+def fix_call(params, run_command, check_mode, diff, validate, run):
     """``(failed, result, warnings)`` of a fix that writes through a ChangeSet.
 
     ``validate(params)`` checks every option before anything is read for writing or run (a ValueError names
@@ -37,7 +37,7 @@ def fix_call(params, run_command, check_mode, diff, validate, run, record=True):
     try:
         request = validate(params)
         fsroot = FsRoot(params["root"])
-        changes = ChangeSet(fsroot, check_mode=check_mode, run_id=params["run_id"], record=record)
+        changes = ChangeSet(fsroot, check_mode=check_mode, run_id=params["run_id"])
     except ValueError as exc:
         return True, {"msg": str(exc)}, warnings
     try:

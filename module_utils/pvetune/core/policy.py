@@ -62,11 +62,9 @@ def lower_case_word(value):
     return None if _word(value) else "must be a lower-case word"
 
 
-def driver_name(empty_ok=False):
-    def check(value):
-        ok = isinstance(value, str) and ((empty_ok and value == "") or _word(value))
-        return None if ok else "must be a driver name like amd-pstate-epp, or empty for the mode's driver"
-    return check
+def driver_name_or_empty(value):
+    ok = isinstance(value, str) and (value == "" or _word(value))
+    return None if ok else "must be a driver name like amd-pstate-epp, or empty for the mode's driver"
 
 
 def list_of_driver_names(value):
@@ -134,7 +132,7 @@ POLICY_KEYS = (
         bad=["guided", "off", "ACTIVE", "", None, 1, "active\n", ["active"]]),
     # "" = the driver that mode shows (amd-pstate-epp, intel_pstate).
     PolicyKey(
-        "scaling_driver", "", driver_name(empty_ok=True),
+        "scaling_driver", "", driver_name_or_empty,
         meaning=("cpufreq driver every policy should report (scaling_driver); empty: the driver of the vendor's mode "
                  "(`amd-pstate-epp` or `amd-pstate` on AMD, `intel_pstate` or `intel_cpufreq` on Intel). A value set "
                  "here applies to every vendor, so set it per group."),

@@ -25,7 +25,7 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
     # The project's module_utils (ansible.cfg: module_utils = module_utils) for controller-side use.
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
-from ansible.module_utils.pvetune import report  # noqa: E402  pylint: disable=wrong-import-position
+from ansible.module_utils.pvetune.report import write as report  # noqa: E402  pylint: disable=wrong-import-position
 
 ARGS = {
     "hosts": list,

@@ -16,7 +16,7 @@ import time
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(TOP, "tests"), os.path.join(TOP, "tests", "unit")]
 import conftest  # noqa: E402,F401  (ansible.module_utils.pvetune importable)
-from ansible.module_utils.pvetune import report  # noqa: E402
+from ansible.module_utils.pvetune.report import write as report  # noqa: E402
 from reportutil import fleet_entries  # noqa: E402  (the demo fleet's audits repeated, as the unit tests use)
 
 

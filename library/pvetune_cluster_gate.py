@@ -156,8 +156,8 @@ actions:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.cluster_cmd import Waiter
-from ansible.module_utils.pvetune.cluster_steps import STATES, run_gate
+from ansible.module_utils.pvetune.cluster.cmd import Waiter
+from ansible.module_utils.pvetune.cluster.steps import STATES, run_gate
 from ansible.module_utils.pvetune.core.changeset import validate_run_id
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.runner import Runner

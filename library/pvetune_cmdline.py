@@ -160,7 +160,7 @@ changes:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.concerns.bootargs_fix import LOADERS, fix
+from ansible.module_utils.pvetune.concerns.bootargs.fix import LOADERS, fix
 from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
 from ansible.module_utils.pvetune.formats.grub_edit import DROPIN_PATH
 

@@ -185,7 +185,7 @@ skipped_commands:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.concerns.cpufreq_fix import fix
+from ansible.module_utils.pvetune.concerns.cpufreq.fix import fix
 from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
 
 ARGUMENT_SPEC = dict(

@@ -147,7 +147,7 @@ skipped_commands:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune import gpu_health
-from ansible.module_utils.pvetune.concerns import lxcgpu_fix
+from ansible.module_utils.pvetune.concerns.lxcgpu import fix as lxcgpu_fix
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.core.runner import Runner
 

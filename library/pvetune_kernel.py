@@ -168,7 +168,7 @@ changes:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.concerns.kernel_fix import fix
+from ansible.module_utils.pvetune.concerns.kernel.fix import fix
 from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
 
 ARGUMENT_SPEC = dict(

@@ -227,7 +227,7 @@ skipped:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.concerns.lxcgpu_fix import fix
+from ansible.module_utils.pvetune.concerns.lxcgpu.fix import fix
 from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
 
 ARGUMENT_SPEC = dict(

@@ -88,7 +88,7 @@ report:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.report_metrics import host_metrics, read_document
+from ansible.module_utils.pvetune.report.metrics import host_metrics, read_document
 
 
 def main():

@@ -101,7 +101,7 @@ skipped_commands:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.concerns.pcie_acs_fix import fix
+from ansible.module_utils.pvetune.concerns.pcie.acs_fix import fix
 from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, GPU_SELECT_ARGS, finish
 
 ARGUMENT_SPEC = dict(FIX_ARGS, **GPU_SELECT_ARGS)

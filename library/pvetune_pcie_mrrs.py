@@ -112,7 +112,7 @@ skipped_commands:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.concerns.pcie_fix import fix
+from ansible.module_utils.pvetune.concerns.pcie.fix import fix
 from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, GPU_SELECT_ARGS, finish
 
 ARGUMENT_SPEC = dict(FIX_ARGS, mrrs={"type": "int", "default": 4096, "choices": [128, 256, 512, 1024, 2048, 4096]},

@@ -94,7 +94,8 @@ ctids:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.audit import host_policy
-from ansible.module_utils.pvetune.concerns import lxcgpu_fix, pcie_fix
+from ansible.module_utils.pvetune.concerns.lxcgpu import fix as lxcgpu_fix
+from ansible.module_utils.pvetune.concerns.pcie import fix as pcie_fix
 from ansible.module_utils.pvetune.core.changeset import validate_run_id
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import merge_policy

@@ -157,7 +157,7 @@ fleet_failed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import report
+from ansible.module_utils.pvetune.report import write as report
 
 # The controller runs this through the action plugin of the same name (action_plugins/pvetune_report.py),
 # which calls report.write_reports() in-process; this module is the same code for a direct module call.

@@ -107,12 +107,12 @@ from ansible.module_utils.basic import AnsibleModule
 
 # The runtime library is read from this module's own payload: importing the boot helper here makes
 # Ansible ship it and everything it imports with the module.
-from ansible.module_utils.pvetune import (  # noqa: F401  pylint: disable=unused-import
-    boothelper,
-    bootunits,
+from ansible.module_utils.pvetune.boot import (  # noqa: F401  pylint: disable=unused-import
+    helper as boothelper,
+    units as bootunits,
 )
 from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
-from ansible.module_utils.pvetune.runtime_install import install
+from ansible.module_utils.pvetune.boot.install import install
 
 
 ARGUMENT_SPEC = dict(

@@ -83,7 +83,7 @@ changes:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.concerns.numa_fix import fix
+from ansible.module_utils.pvetune.concerns.numa.fix import fix
 from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
 
 ARGUMENT_SPEC = dict(

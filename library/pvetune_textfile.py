@@ -74,7 +74,7 @@ state:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.metrics_textfile import DEFAULT_DIR, export
+from ansible.module_utils.pvetune.report.textfile import DEFAULT_DIR, export
 
 
 def main():

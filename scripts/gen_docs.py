@@ -39,7 +39,7 @@ from ansible.module_utils.pvetune.core.catalogue import (  # noqa: E402
 )
 from ansible.module_utils.pvetune.tables import kernel_issues, nvidia_generations  # noqa: E402
 from ansible.module_utils.pvetune.core.policy import DEFAULT_POLICY, POLICY_KEYS, merge_policy  # noqa: E402
-from ansible.module_utils.pvetune.report_document import fix_argv  # noqa: E402
+from ansible.module_utils.pvetune.report.document import fix_argv  # noqa: E402
 
 DEFAULT_OUTPUT = os.path.join(TOP, "docs", "checks.md")
 

@@ -45,7 +45,7 @@ def install_runtime(dest):
     module_utils = os.path.join(TOP, "module_utils")
     if module_utils not in ansible.module_utils.__path__:
         ansible.module_utils.__path__.append(module_utils)
-    from ansible.module_utils.pvetune import bootunits
+    from ansible.module_utils.pvetune.boot import units as bootunits
     from ansible.module_utils.pvetune.core.changeset import ChangeSet
     from ansible.module_utils.pvetune.core.fsroot import FsRoot
 

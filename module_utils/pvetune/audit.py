@@ -16,20 +16,18 @@ __metaclass__ = type
 
 import traceback
 
-from ansible.module_utils.pvetune.concerns import (
-    bootargs,
-    cpufreq,
-    cstates,
-    host,
-    iommu,
-    kernel,
-    lxcgpu,
-    lxcres,
-    numa,
-    nvidia,
-    nvidia_stack,
-    pcie,
-)
+from ansible.module_utils.pvetune.concerns.bootargs import checks as bootargs
+from ansible.module_utils.pvetune.concerns.cpufreq import checks as cpufreq
+from ansible.module_utils.pvetune.concerns.cstates import checks as cstates
+from ansible.module_utils.pvetune.concerns.host import checks as host
+from ansible.module_utils.pvetune.concerns.iommu import checks as iommu
+from ansible.module_utils.pvetune.concerns.kernel import checks as kernel
+from ansible.module_utils.pvetune.concerns.lxcgpu import checks as lxcgpu
+from ansible.module_utils.pvetune.concerns.lxcres import checks as lxcres
+from ansible.module_utils.pvetune.concerns.numa import checks as numa
+from ansible.module_utils.pvetune.concerns.nvidia import checks as nvidia
+from ansible.module_utils.pvetune.concerns.nvidia_stack import checks as nvidia_stack
+from ansible.module_utils.pvetune.concerns.pcie import checks as pcie
 from ansible.module_utils.pvetune.core import cpuprofile
 from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
 from ansible.module_utils.pvetune.core.fsroot import FsError
@@ -38,7 +36,7 @@ from ansible.module_utils.pvetune.core.result import make_result
 
 # Gather order. The catalogue's "concern" of each check names one of these (held together by a test).
 CONCERNS = (host, cpufreq, cstates, bootargs, numa, pcie, kernel, nvidia, nvidia_stack, lxcgpu, lxcres, iommu)
-BY_NAME = {c.__name__.rsplit(".", 1)[-1]: c for c in CONCERNS}
+BY_NAME = {c.__name__.split(".")[-2]: c for c in CONCERNS}  # concerns/<name>/checks.py
 
 
 class Context(object):

@@ -32,7 +32,7 @@ import time
 
 from ansible.module_utils.pvetune.core.filewrite import atomic_write, makedirs
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot, walk_in_root
-from ansible.module_utils.pvetune.concerns import lxcres
+from ansible.module_utils.pvetune.concerns.lxcres import checks as lxcres
 from ansible.module_utils.pvetune.formats import dev_nodes, pci_ids
 
 SNAPSHOT_FORMAT = 1

@@ -34,7 +34,11 @@ __metaclass__ = type
 
 import re
 
-from ansible.module_utils.pvetune.concerns import lxcgpu, lxcgpu_fix, lxcgpu_pct, lxcgpu_sources, nvidia
+from ansible.module_utils.pvetune.concerns.lxcgpu import checks as lxcgpu
+from ansible.module_utils.pvetune.concerns.lxcgpu import fix as lxcgpu_fix
+from ansible.module_utils.pvetune.concerns.lxcgpu import pct as lxcgpu_pct
+from ansible.module_utils.pvetune.concerns.lxcgpu import sources as lxcgpu_sources
+from ansible.module_utils.pvetune.concerns.nvidia import checks as nvidia
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.runner import CommandUnavailable
 from ansible.module_utils.pvetune.formats import ct_config, dev_nodes

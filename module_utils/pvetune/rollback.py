@@ -25,8 +25,11 @@ __metaclass__ = type
 import os
 import shutil
 
-from ansible.module_utils.pvetune import bootunits
-from ansible.module_utils.pvetune.concerns import bootargs_fix, kernel, pcie_acs_fix, pcie_fix
+from ansible.module_utils.pvetune.boot import units as bootunits
+from ansible.module_utils.pvetune.concerns.bootargs import fix as bootargs_fix
+from ansible.module_utils.pvetune.concerns.kernel import checks as kernel
+from ansible.module_utils.pvetune.concerns.pcie import acs_fix as pcie_acs_fix
+from ansible.module_utils.pvetune.concerns.pcie import fix as pcie_fix
 from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet, WriteFailed, sha256
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.core.runner import RunFailed, Runner, run_or_restore

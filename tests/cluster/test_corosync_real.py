@@ -5,7 +5,7 @@ then one and two of them stopped; two nodes with a qnetd arbiter, then the arbit
 (formats/corosync_quorum.parse_quorumtool) and the decision (cluster_gate.reboot_decision) are the ones the module
 uses.  Each state's output is also compared with its stored copy in tests/fixtures/realdata/corosync/.
 """
-from ansible.module_utils.pvetune.cluster_gate import reboot_decision
+from ansible.module_utils.pvetune.cluster.gate import reboot_decision
 from ansible.module_utils.pvetune.formats.corosync_conf import parse_corosync_conf
 from ansible.module_utils.pvetune.formats.corosync_quorum import parse_quorumtool
 

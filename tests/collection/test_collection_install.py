@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from ansible.module_utils.pvetune import bootunits
+from ansible.module_utils.pvetune.boot import units as bootunits
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Outside the clone, so a fresh clone (CI) on this machine installs offline.

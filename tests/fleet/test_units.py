@@ -3,7 +3,7 @@ import json
 import posixpath
 
 import pytest
-from ansible.module_utils.pvetune.bootunits import SUBCOMMANDS
+from ansible.module_utils.pvetune.boot.units import SUBCOMMANDS
 
 HELPER = "/usr/local/sbin/pvetune-boot"
 RUNTIME_MANIFEST = "/usr/local/lib/pvetune/MANIFEST.json"
@@ -15,7 +15,7 @@ def test_runtime_library_matches_its_manifest(fleet):
     entries = doc.get("files") if isinstance(doc, dict) else None
     assert isinstance(entries, list) and entries, "%s lists no files" % RUNTIME_MANIFEST
     listed = {e["path"]: e["sha256"] for e in entries}
-    assert HELPER in listed and any(p.endswith("/boothelper.py") for p in listed), (
+    assert HELPER in listed and any(p.endswith("/boot/helper.py") for p in listed), (
         "%s does not list the helper and the boot helper module" % RUNTIME_MANIFEST)
     paths = sorted(listed)
     out = fleet.run("sha256sum -- " + " ".join(["%s"] * len(paths)), *[fleet.path(p) for p in paths])

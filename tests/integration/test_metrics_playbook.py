@@ -16,7 +16,7 @@ from promtool import promtool_check
 from scratch_host import make_scratch
 from treeinventory import write_inventory
 
-from ansible.module_utils.pvetune.report_metrics import render_metrics
+from ansible.module_utils.pvetune.report.metrics import render_metrics
 
 HOSTS = ("pve-gpu03", "pve-gpu04")   # pending a reboot; failing (ACS, CT driver)
 TEXTFILE_DIR = "var/lib/prometheus/node-exporter"

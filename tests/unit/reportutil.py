@@ -8,7 +8,7 @@ import os
 
 import jsonschema
 import yaml
-from ansible.module_utils.pvetune import report
+from ansible.module_utils.pvetune.report import write as report
 from ansible.module_utils.pvetune.audit import evaluate, gather
 from ansible.module_utils.pvetune.core.cpuprofile import for_host
 from ansible.module_utils.pvetune.core.fsroot import FsRoot

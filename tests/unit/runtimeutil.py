@@ -3,7 +3,7 @@ import os
 import subprocess
 import sys
 
-from ansible.module_utils.pvetune import bootunits
+from ansible.module_utils.pvetune.boot import units as bootunits
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                 "scripts"))
@@ -22,7 +22,7 @@ def run_helper(tree, *args, timeout=120):
     """Run <tree>/usr/local/sbin/pvetune-boot --root <tree> ARGS as a separate process."""
     tree = str(tree)
     helper = os.path.join(tree, bootunits.HELPER.lstrip("/"))
-    entry = os.path.join(tree, bootunits.PKG_DIR.lstrip("/"), bootunits.ENTRY_MODULE + ".py")
+    entry = os.path.join(tree, bootunits.PKG_DIR.lstrip("/"), bootunits.ENTRY_MODULE.replace(".", "/") + ".py")
     if not (os.path.exists(helper) and os.path.exists(entry)):
         install_helper(tree)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PVETUNE"))}

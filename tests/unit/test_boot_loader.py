@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, pvetune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Boot loader detection and GRUB/kernel readers (concerns/bootargs.py, concerns/kernel.py, formats/grub_*.py).
+"""Boot loader detection and GRUB/kernel readers (concerns/bootargs/checks.py, concerns/kernel/checks.py,
+formats/grub_*.py).
 
 Real third-party samples come from tests/fixtures/realdata/boot/ (sources in
 tests/fixtures/realdata/SOURCES.md, copied from /work/shared/realdata/INDEX.md).
@@ -13,9 +14,10 @@ import shutil
 import subprocess
 
 import pytest
-from ansible.module_utils.pvetune.concerns import bootargs, kernel
-from ansible.module_utils.pvetune.concerns.bootargs import detect_loader
-from ansible.module_utils.pvetune.concerns.kernel import kernel_state
+from ansible.module_utils.pvetune.concerns.bootargs import checks as bootargs
+from ansible.module_utils.pvetune.concerns.kernel import checks as kernel
+from ansible.module_utils.pvetune.concerns.bootargs.checks import detect_loader
+from ansible.module_utils.pvetune.concerns.kernel.checks import kernel_state
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.formats import grub_edit, kernel_version
 from ansible.module_utils.pvetune.formats.grub_chain import grub_effective

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, pvetune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/pvetune/concerns/bootargs_fix.py and library/pvetune_cmdline.py.
+"""module_utils/pvetune/concerns/bootargs/fix.py and library/pvetune_cmdline.py.
 
 Module tests run pvetune_cmdline in-process (tests/modharness.py) on scratch copies of the demo
 hosts (scripts/scratch_host.make_scratch), whose .pvetune/bin holds the stand-ins of update-grub and
@@ -15,7 +15,7 @@ import sys
 import tempfile
 
 import pytest
-from ansible.module_utils.pvetune.concerns import bootargs_fix
+from ansible.module_utils.pvetune.concerns.bootargs import fix as bootargs_fix
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.formats.grub_parse import GrubParseError
 from ansible.module_utils.pvetune.formats.kernel_cmdline import BootConfigError

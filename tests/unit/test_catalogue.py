@@ -24,14 +24,11 @@ def test_no_concern_evaluates_a_check_the_catalogue_does_not_list():
     assert registered == listed
 
 
-def test_every_concern_module_is_gathered():
-    """A concern file gather() does not loop over would be dead.
-
-    Fix-side and helper files end in _fix, _regen, _pct, _boot, _sources, _state."""
-    names = {f[:-3] for f in os.listdir(CONCERN_DIR) if f.endswith(".py") and f != "__init__.py"}
-    readers = {n for n in names if not n.endswith(("_fix", "_regen", "_pct", "_boot", "_sources", "_state",
-                                                   "_topology"))}
-    assert readers == set(audit.BY_NAME)
+def test_every_concern_package_is_gathered():
+    """A concern package gather() does not loop over would be dead: each is concerns/<name>/ with checks.py."""
+    names = {d for d in os.listdir(CONCERN_DIR) if os.path.isdir(os.path.join(CONCERN_DIR, d)) and d != "__pycache__"}
+    assert names == set(audit.BY_NAME)
+    assert all(os.path.isfile(os.path.join(CONCERN_DIR, n, "checks.py")) for n in names)
 
 
 def test_section_names_are_unique():
@@ -94,6 +91,7 @@ def test_kernel_series_membership(version, series, expected):
 @pytest.mark.parametrize("version, series, expected", [c for c in SERIES_CASES if c[0] is not None])
 def test_the_audit_and_the_fix_share_the_series_rule(version, series, expected):
     """The fix picks the kernels the audit counts as the series: by behaviour, not by import."""
-    from ansible.module_utils.pvetune.concerns import kernel, kernel_fix
+    from ansible.module_utils.pvetune.concerns.kernel import checks as kernel
+    from ansible.module_utils.pvetune.concerns.kernel import fix as kernel_fix
     assert kernel.in_series is in_series
     assert (version in kernel_fix.series_kernels([version, "5.15.0-1-pve"], series)) is expected

@@ -1,4 +1,4 @@
-"""The quorum rule of the cluster gate (module_utils/pvetune/cluster_gate.py) and the corosync-quorumtool parser.
+"""The quorum rule of the cluster gate (module_utils/pvetune/cluster/gate.py) and the corosync-quorumtool parser.
 
 The property test renders ``corosync-quorumtool -s`` for every cluster of 1-7 one-vote nodes, 0-3 of them down,
 with and without a one-vote qdevice (two_node for two nodes without one), from a model of votequorum(5), parses it
@@ -8,7 +8,7 @@ import itertools
 import os
 
 import pytest
-from ansible.module_utils.pvetune.cluster_gate import reboot_decision
+from ansible.module_utils.pvetune.cluster.gate import reboot_decision
 from ansible.module_utils.pvetune.formats.corosync_quorum import parse_quorumtool
 
 

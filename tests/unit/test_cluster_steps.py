@@ -1,4 +1,4 @@
-"""The cluster gate (library/pvetune_cluster_gate.py, module_utils/pvetune/cluster_steps.py) on simulated clusters
+"""The cluster gate (library/pvetune_cluster_gate.py, module_utils/pvetune/cluster/steps.py) on simulated clusters
 of trees (tests/clustertrees.py, tests/standins/cluster-sim): quorum with nodes down and a qdevice, HA maintenance
 entered and left, Ceph noout set and cleared, running guests, standalone hosts, check mode, bad input."""
 import json
@@ -275,7 +275,7 @@ def test_real_corosync_conf(name, cluster, nodes):
 
 def test_real_qdevice_cluster_may_reboot_one_node():
     """pvecm status of a real 2-node cluster with a qdevice: 3 votes, quorum 2; one node may go."""
-    from ansible.module_utils.pvetune.cluster_gate import reboot_decision
+    from ansible.module_utils.pvetune.cluster.gate import reboot_decision
     from ansible.module_utils.pvetune.formats.corosync_quorum import parse_quorumtool
 
     quorum = parse_quorumtool(real("pvecm-status-2node-qdevice-x-real-ip.txt"))
@@ -319,7 +319,7 @@ def test_ha_managed_vm_is_not_another_guest_and_other_lrm_modes_count(tmp_path):
     assert result["cluster"]["allowed"] and result["cluster"]["guests"] == [], result
     status = parse_ha_status("quorum OK\nlrm pve-b (shutdown mode, Wed Dec  2 12:00:00 2026)\n"
                              "lrm pve-c (restart mode, Wed Dec  2 12:00:00 2026)\n")
-    from ansible.module_utils.pvetune.cluster_gate import ha_in_maintenance
+    from ansible.module_utils.pvetune.cluster.gate import ha_in_maintenance
     assert ha_in_maintenance(status, "pve-a") == ["pve-b"]
 
 
@@ -340,7 +340,7 @@ def test_a_leftover_record_is_kept_until_undone(tmp_path):
 
 def test_one_node_by_configuration_not_by_membership():
     """A survivor after `pvecm expected 1` is alone, but its cluster has three nodes: no shortcut."""
-    from ansible.module_utils.pvetune.cluster_gate import reboot_decision
+    from ansible.module_utils.pvetune.cluster.gate import reboot_decision
     from ansible.module_utils.pvetune.formats.corosync_quorum import parse_quorumtool
 
     text = ("Quorum information\nQuorate:          Yes\n\nVotequorum information\nExpected votes:   1\n"

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import yaml
-from ansible.module_utils.pvetune import bootunits
+from ansible.module_utils.pvetune.boot import units as bootunits
 from ansible.module_utils.pvetune.core.result import TOOL_VERSION
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -71,7 +71,7 @@ def test_python_files_import_the_collection_path_and_docs_name_fqcns(layout):
     assert "from %s." % COLLECTION_PKG in facts
     assert "  - pvetune.gpuhost.pvetune\n" in facts  # the doc fragment by its FQCN
     with open(os.path.join(coll, "plugins", "action", "pvetune_report.py"), encoding="utf-8") as handle:
-        assert "from %s import report" % COLLECTION_PKG in handle.read()
+        assert "from %s.report import write as report" % COLLECTION_PKG in handle.read()
     with open(os.path.join(coll, "plugins", "action", "pvetune_run_check.py"), encoding="utf-8") as handle:
         assert "from %s.core.runcheck import PLAY_KEYWORD_VARS" % COLLECTION_PKG in handle.read()
 
@@ -81,7 +81,7 @@ def test_the_collection_installs_the_same_boot_runtime_bytes(layout):
     renames the imports back: the host gets exactly what the project's modules install."""
     build, _ = layout
     probe = ("import hashlib, json, sys\n"
-             "from %s import bootunits\n"
+             "from %s.boot import units as bootunits\n"
              "assert bootunits.PACKAGE == %r, bootunits.PACKAGE\n"
              "print(json.dumps([[p, hashlib.sha256(d).hexdigest(), m] for p, d, m in bootunits.runtime_files()]))\n"
              % (COLLECTION_PKG, COLLECTION_PKG))
@@ -92,9 +92,9 @@ def test_the_collection_installs_the_same_boot_runtime_bytes(layout):
     assert out.returncode == 0, out.stderr
     ours = [[p, hashlib.sha256(d).hexdigest(), m] for p, d, m in bootunits.runtime_files()]
     assert json.loads(out.stdout) == ours
-    assert len(ours) > 10  # the helper's whole import closure, not only boothelper.py
+    assert len(ours) > 10  # the helper's whole import closure, not only boot/helper.py
 
 
 def test_the_helper_stub_imports_the_hosts_package_name():
     stub = {p: d for p, d, _ in bootunits.runtime_files()}[bootunits.HELPER].decode()
-    assert "from ansible.module_utils.pvetune.boothelper import main" in stub
+    assert "from ansible.module_utils.pvetune.boot.helper import main" in stub

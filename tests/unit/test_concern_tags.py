@@ -1,13 +1,13 @@
 """The check catalogue's fix_tag is the one list of fix concerns; every other place that spells it is held to it.
 
 Spelled outside the catalogue: the tags of roles/pvetune_fix/tasks/main.yml (one task file per tag), the map of
-tags to boot subcommands in boot.yml (module_utils/pvetune/bootunits.py SUBCOMMANDS), and the per-concern
+tags to boot subcommands in boot.yml (module_utils/pvetune/boot/units.py SUBCOMMANDS), and the per-concern
 changes of the rollout's record. The rollout's audit gate takes the tags from the audit results instead.
 """
 import os
 
 import yaml
-from ansible.module_utils.pvetune.bootunits import SUBCOMMANDS
+from ansible.module_utils.pvetune.boot.units import SUBCOMMANDS
 from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,4 +1,4 @@
-"""cpufreq: P-state driver mode, governor and EPP (concerns/cpufreq_fix.py, pstate_fix.py, library/pvetune_cpufreq.py).
+"""cpufreq: P-state driver mode, governor and EPP (concerns/cpufreq/fix.py, pstate_fix.py, library/pvetune_cpufreq.py).
 
 Everything runs on tmp trees (scratch copies of the demo hosts or small hand-made trees);
 nothing here reads or writes this machine's /sys.
@@ -9,8 +9,8 @@ import os
 import sys
 
 import pytest
-from ansible.module_utils.pvetune import bootunits
-from ansible.module_utils.pvetune.concerns.cpufreq_fix import (
+from ansible.module_utils.pvetune.boot import units as bootunits
+from ansible.module_utils.pvetune.concerns.cpufreq.fix import (
     CpufreqError,
     apply_mode,
     apply_policies,

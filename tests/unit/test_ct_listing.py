@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 from ansible.module_utils.pvetune.audit import evaluate, gather
-from ansible.module_utils.pvetune.concerns.lxcgpu import list_cts
+from ansible.module_utils.pvetune.concerns.lxcgpu.checks import list_cts
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import merge_policy
 from ansible.module_utils.pvetune.formats.ct_config import ct_config_name
@@ -64,7 +64,7 @@ def test_audit_and_fix_agree_on_0101_conf(tmp_path):
 
 
 def test_boot_helper_says_it_skips_0101_conf(tmp_path):
-    from ansible.module_utils.pvetune.concerns import lxcgpu_boot
+    from ansible.module_utils.pvetune.concerns.lxcgpu import boot as lxcgpu_boot
     from test_lxcfix import runner_for
     tree = scratch(tmp_path)
     shutil.copy("%s/%s" % (tree, CONF_101), "%s/%s0101.conf" % (tree, LXC))

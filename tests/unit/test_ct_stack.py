@@ -9,8 +9,10 @@ import sys
 
 import pytest
 from ansible.module_utils.pvetune.audit import evaluate, gather
-from ansible.module_utils.pvetune.concerns import lxcgpu_fix, lxcres, nvidia
-from ansible.module_utils.pvetune.concerns.numa_topology import read_nodes
+from ansible.module_utils.pvetune.concerns.lxcgpu import fix as lxcgpu_fix
+from ansible.module_utils.pvetune.concerns.lxcres import checks as lxcres
+from ansible.module_utils.pvetune.concerns.nvidia import checks as nvidia
+from ansible.module_utils.pvetune.concerns.numa.topology import read_nodes
 from ansible.module_utils.pvetune.core.changeset import ChangeSet
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import merge_policy
@@ -432,7 +434,7 @@ def test_driver_rows_apply_only_to_their_driver():
 
 def test_bergamo_cpuinfo_is_family_25():
     root_text = real("cpu_family", "cpuinfo_amd_epyc_9754_bergamo_fam25_model160.txt")
-    from ansible.module_utils.pvetune.concerns.cpufreq import read_cpuinfo_identity
+    from ansible.module_utils.pvetune.concerns.cpufreq.checks import read_cpuinfo_identity
 
     class Fs:
         def read_text(self, path, limit=None):

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
-from ansible.module_utils.pvetune import bootunits
+from ansible.module_utils.pvetune.boot import units as bootunits
 from ansible.module_utils.pvetune.core.changeset import ChangeSet
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import merge_policy
@@ -87,7 +87,8 @@ def test_sysctl_dropin_is_what_the_sysctl_fix_writes(policy, host):
 
 
 def test_nvidia_majors_state_is_what_the_lxc_fix_records():
-    from ansible.module_utils.pvetune.concerns import lxcgpu_fix, lxcgpu_state
+    from ansible.module_utils.pvetune.concerns.lxcgpu import fix as lxcgpu_fix
+    from ansible.module_utils.pvetune.concerns.lxcgpu import state as lxcgpu_state
 
     # The majors of pve-gpu02's boot, as its /proc/devices lists them (read here, not from the generator).
     devices = demo_file("/proc/devices").split("Block devices:")[0]
@@ -144,8 +145,8 @@ def test_manifest_lists_every_library_file_with_its_sha256_and_mode():
     assert (doc["tool"], doc["version"], doc["manifest_version"]) == ("pvetune", "0.1.0", 1)
     assert [e["path"] for e in doc["files"]] == sorted(p for p, _, _ in files)
     entries = {e["path"]: e for e in doc["files"]}
-    boothelper = bootunits.PKG_DIR + "/boothelper.py"
-    assert entries[boothelper]["sha256"] == sha(bootunits.library_files()["boothelper.py"])
+    boothelper = bootunits.PKG_DIR + "/boot/helper.py"
+    assert entries[boothelper]["sha256"] == sha(bootunits.library_files()["boot/helper.py"])
     assert entries[bootunits.HELPER]["mode"] == "0755" and entries[boothelper]["mode"] == "0644"
     assert bootunits.MANIFEST not in entries
 
@@ -161,7 +162,7 @@ def test_scratch_copy_of_gpu02_is_installed(gpu02):
 
 
 def test_edited_library_file_is_reinstalled_with_a_warning(gpu02):
-    edited = bootunits.PKG_DIR + "/boothelper.py"
+    edited = bootunits.PKG_DIR + "/boot/helper.py"
     real = os.path.join(gpu02, edited.lstrip("/"))
     with open(real, "ab") as handle:
         handle.write(b"# local hack\n")
@@ -173,7 +174,7 @@ def test_edited_library_file_is_reinstalled_with_a_warning(gpu02):
     # (newer ansible-core returns warnings as structured summaries: look at their text)
     assert any(edited in str(w) and "re-installing" in str(w) for w in out["warnings"]), out.get("warnings")
     with open(real, "rb") as handle:
-        assert handle.read() == bootunits.library_files()["boothelper.py"]
+        assert handle.read() == bootunits.library_files()["boot/helper.py"]
     assert plan(gpu02).files == []
 
 

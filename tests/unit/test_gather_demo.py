@@ -13,6 +13,7 @@ import time
 import pytest
 import yaml
 from ansible.module_utils.pvetune.audit import evaluate, gather
+from ansible.module_utils.pvetune.core.catalogue import BY_ID
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import merge_policy
 from modharness import run_module
@@ -27,33 +28,8 @@ DEMO = os.path.join(TOP, "demo", "snapshots")
 GPU_BDFS = ["0000:%s:00.0" % bus for bus in ("01", "21", "41", "61", "81", "a1", "c1", "e1")]
 
 
-PCIE_QUIET = {"pcie.topology": "pass", "pcie.acs": "skip", "pcie.bar1": "pass", "pcie.sriov": "skip"}
-EXPECTED = {
-    "pve-gpu01": dict(PCIE_QUIET, **{
-        "cpu.scaling_driver": "fail", "cpu.governor": "pass", "cpu.epp": "skip", "cpu.cstates": "fail",
-        "kernel.numa_balancing": "fail", "pcie.mrrs": "fail", "pcie.link": "warn", "kernel.version": "fail",
-        "boot.cmdline": "fail", "lxc.gpu_devices": "fail", "nvidia.driver": "pass", "iommu.mode": "fail",
-        "numa.gpu_locality": "pass", "lxc.resources": "fail", "nvidia.stack": "pass", "kernel.known_issues": "fail",
-    }),
-    "pve-gpu02": dict(dict.fromkeys((
-        "cpu.scaling_driver", "cpu.governor", "cpu.epp", "cpu.cstates", "kernel.numa_balancing", "pcie.mrrs",
-        "pcie.link", "kernel.version", "boot.cmdline", "lxc.gpu_devices", "nvidia.driver", "iommu.mode",
-        "numa.gpu_locality", "lxc.resources", "nvidia.stack", "kernel.known_issues"), "pass"),
-        **PCIE_QUIET),
-    "pve-gpu03": dict(PCIE_QUIET, **{
-        "cpu.scaling_driver": "pending", "cpu.governor": "pass", "cpu.epp": "skip", "cpu.cstates": "pending",
-        "kernel.numa_balancing": "pass", "pcie.mrrs": "pass", "pcie.link": "pass", "kernel.version": "pending",
-        "boot.cmdline": "pending", "lxc.gpu_devices": "pass", "nvidia.driver": "pass", "iommu.mode": "pending",
-        "numa.gpu_locality": "pass", "lxc.resources": "pass", "nvidia.stack": "pass",
-        "kernel.known_issues": "pending",
-    }),
-    "pve-gpu04": dict(dict.fromkeys((
-        "cpu.scaling_driver", "cpu.governor", "cpu.epp", "cpu.cstates", "kernel.numa_balancing", "pcie.mrrs",
-        "pcie.link", "kernel.version", "lxc.gpu_devices", "nvidia.driver", "pcie.topology", "numa.gpu_locality",
-        "kernel.known_issues"), "pass"),
-        **{"pcie.acs": "fail", "pcie.bar1": "warn", "pcie.sriov": "skip", "iommu.mode": "fail",
-           "boot.cmdline": "fail", "lxc.resources": "fail", "nvidia.stack": "fail"}),
-}
+# What each host is built to show: scripts/demo_fleet.py's "expect" beside its spec, over the whole catalogue.
+EXPECTED = {host: demo_fleet.expected_statuses(host, list(BY_ID)) for host in demo_fleet.HOSTS}
 
 
 def demo_policy():

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, pvetune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/pvetune/concerns/kernel_fix.py and library/pvetune_kernel.py.
+"""module_utils/pvetune/concerns/kernel/fix.py and library/pvetune_kernel.py.
 
 Module tests run pvetune_kernel in-process on scratch copies of the demo hosts with the apt-get,
 update-grub and proxmox-boot-tool stand-ins (tests/standins/README.md); the scratch fixtures and tree
@@ -12,7 +12,7 @@ import os
 import sys
 
 import pytest
-from ansible.module_utils.pvetune.concerns import kernel_fix
+from ansible.module_utils.pvetune.concerns.kernel import fix as kernel_fix
 from ansible.module_utils.pvetune.formats.kernel_cmdline import BootConfigError
 from conftest import TOP
 from modharness import run_module

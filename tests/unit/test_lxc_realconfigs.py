@@ -10,8 +10,8 @@ import os
 import re
 
 import pytest
-from ansible.module_utils.pvetune.concerns.lxcgpu import evaluate_ct
-from ansible.module_utils.pvetune.concerns.lxcgpu_regen import regenerate
+from ansible.module_utils.pvetune.concerns.lxcgpu.checks import evaluate_ct
+from ansible.module_utils.pvetune.concerns.lxcgpu.regen import regenerate
 from ansible.module_utils.pvetune.formats.ct_config import parse_ct_config
 
 from test_lxcgpu import REAL, host, lines_of

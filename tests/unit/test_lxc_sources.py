@@ -3,13 +3,9 @@ import os
 import stat
 
 import pytest
-from ansible.module_utils.pvetune.concerns.lxcgpu import evaluate_ct
-from ansible.module_utils.pvetune.concerns.lxcgpu_regen import regenerate
-from ansible.module_utils.pvetune.concerns.lxcgpu_sources import (
-    custom_sources,
-    hook_nodes,
-    read_ct_sources,
-)
+from ansible.module_utils.pvetune.concerns.lxcgpu.checks import evaluate_ct
+from ansible.module_utils.pvetune.concerns.lxcgpu.regen import regenerate
+from ansible.module_utils.pvetune.concerns.lxcgpu.sources import custom_sources, hook_nodes, read_ct_sources
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.formats.ct_config import parse_ct_config
 from ansible.module_utils.pvetune.formats.dev_nodes import stat_paths

@@ -16,8 +16,10 @@ import sys
 import tempfile
 
 import pytest
-from ansible.module_utils.pvetune import bootunits
-from ansible.module_utils.pvetune.concerns import lxcgpu_boot, lxcgpu_fix, lxcgpu_pct
+from ansible.module_utils.pvetune.boot import units as bootunits
+from ansible.module_utils.pvetune.concerns.lxcgpu import boot as lxcgpu_boot
+from ansible.module_utils.pvetune.concerns.lxcgpu import fix as lxcgpu_fix
+from ansible.module_utils.pvetune.concerns.lxcgpu import pct as lxcgpu_pct
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.runner import Runner
 from modharness import run_module
@@ -694,7 +696,7 @@ def test_scratch_tree_is_independent_of_the_demo(tmp_path):
 
 
 def test_state_file_diff_is_one_line_of_majors_per_side():
-    from ansible.module_utils.pvetune.concerns import lxcgpu_fix
+    from ansible.module_utils.pvetune.concerns.lxcgpu import fix as lxcgpu_fix
     state = {"current": {"nvidia": 195, "nvidia-uvm": 509}, "history": [{}], "nvidia_majors": [195, 509]}
     diff = lxcgpu_fix.state_diff(None, state)
     assert diff["before"] == "absent\n"

@@ -1,4 +1,4 @@
-"""Unit tests for module_utils/pvetune/concerns/lxcgpu.py (NVIDIA passthrough to LXC CTs).
+"""Unit tests for module_utils/pvetune/concerns/lxcgpu/checks.py (NVIDIA passthrough to LXC CTs).
 
 Real inputs live in tests/fixtures/realdata/ (see SOURCES.md there); the /proc/devices texts in
 tests/fixtures/lxcgpu/ are constructed from the real majors (their headers say from which file).
@@ -9,8 +9,8 @@ import re
 import stat
 
 import pytest
-from ansible.module_utils.pvetune.concerns.lxcgpu import evaluate_ct
-from ansible.module_utils.pvetune.concerns.lxcgpu_regen import diff_lines, regenerate
+from ansible.module_utils.pvetune.concerns.lxcgpu.checks import evaluate_ct
+from ansible.module_utils.pvetune.concerns.lxcgpu.regen import diff_lines, regenerate
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.formats.ct_config import (
     KEY_ALLOW_V1,

@@ -1,4 +1,4 @@
-"""The PCI reader (module_utils/pvetune/concerns/pcie.py list_functions, formats/pci_config.py).
+"""The PCI reader (module_utils/pvetune/concerns/pcie/checks.py list_functions, formats/pci_config.py).
 
 Real data: tests/fixtures/realdata/lspci_xxx/*.txt (sources in tests/fixtures/realdata/SOURCES.md).
 pciutils (lspci/setpci) are only ever run with ``-A linux-sysfs -O sysfs.path=<tmp tree>``;
@@ -11,7 +11,7 @@ import struct
 import subprocess
 
 import pytest
-from ansible.module_utils.pvetune.concerns.pcie import list_functions
+from ansible.module_utils.pvetune.concerns.pcie.checks import list_functions
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.formats.pci_config import (
     PciConfigError,

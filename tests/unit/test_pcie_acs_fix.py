@@ -1,4 +1,4 @@
-"""The ACS fix (concerns/pcie_acs_fix.py, library/pvetune_pcie_acs.py): masked setpci writes on a scratch copy of
+"""The ACS fix (concerns/pcie/acs_fix.py, library/pvetune_pcie_acs.py): masked setpci writes on a scratch copy of
 pve-gpu04 (8 GPUs behind 4 switches, ACS Control 001d on every downstream port), the boot re-application, rollback.
 
 Every setpci runs on the tmp tree with ``-A linux-sysfs -O sysfs.path=<tree>/sys/bus/pci`` (guarded_run_fn refuses
@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from ansible.module_utils.pvetune.concerns import pcie_acs_fix
+from ansible.module_utils.pvetune.concerns.pcie import acs_fix as pcie_acs_fix
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.runner import Runner
 from ansible.module_utils.pvetune.formats import pci_config, pci_ext

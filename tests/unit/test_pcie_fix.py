@@ -1,4 +1,4 @@
-"""PCIe MaxReadReq fix (module_utils/pvetune/concerns/pcie_fix.py, library/pvetune_pcie_mrrs.py, Runner.run_system).
+"""PCIe MaxReadReq fix (module_utils/pvetune/concerns/pcie/fix.py, library/pvetune_pcie_mrrs.py, Runner.run_system).
 
 Every setpci here runs on a tmp tree with ``-A linux-sysfs -O sysfs.path=<tree>/sys/bus/pci``:
 the guard below refuses any other command line before a process starts.
@@ -12,8 +12,8 @@ import sys
 import pcibuild
 import pytest
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import bootunits
-from ansible.module_utils.pvetune.concerns.pcie_fix import (
+from ansible.module_utils.pvetune.boot import units as bootunits
+from ansible.module_utils.pvetune.concerns.pcie.fix import (
     MrrsError,
     apply_step,
     boot_apply,

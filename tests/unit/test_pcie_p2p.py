@@ -9,7 +9,7 @@ import shutil
 import pcibuild
 import pytest
 from ansible.module_utils.pvetune.audit import evaluate, gather
-from ansible.module_utils.pvetune.concerns import pcie_topology
+from ansible.module_utils.pvetune.concerns.pcie import topology as pcie_topology
 from ansible.module_utils.pvetune.core import cpuprofile
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import merge_policy

@@ -1,4 +1,4 @@
-"""The host readers (concerns/cpufreq.py, cstates.py, numa.py, nvidia.py, iommu.py; formats/cpu_list.py,
+"""The host readers (concerns/cpufreq/checks.py, cstates.py, numa.py, nvidia.py, iommu.py; formats/cpu_list.py,
 sysctl_conf.py).
 
 Real data (sources in tests/fixtures/realdata/SOURCES.md):
@@ -15,7 +15,10 @@ import re
 import pytest
 from ansible.module_utils.pvetune import audit
 from ansible.module_utils.pvetune.audit import gather
-from ansible.module_utils.pvetune.concerns import cpufreq, cstates, iommu, nvidia
+from ansible.module_utils.pvetune.concerns.cpufreq import checks as cpufreq
+from ansible.module_utils.pvetune.concerns.cstates import checks as cstates
+from ansible.module_utils.pvetune.concerns.iommu import checks as iommu
+from ansible.module_utils.pvetune.concerns.nvidia import checks as nvidia
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.core.policy import merge_policy
 from ansible.module_utils.pvetune.formats import cpu_list, sysctl_conf

@@ -1,4 +1,4 @@
-"""Tests for module_utils/pvetune/report.py: audit.json (against docs/audit-report.schema.json),
+"""Tests for module_utils/pvetune/report/write.py: audit.json (against docs/audit-report.schema.json),
 junit.xml, audit.html and the terminal table.
 
 The documents are built from real evaluations: the three demo hosts (gather + evaluate with the
@@ -11,11 +11,11 @@ import xml.etree.ElementTree as ET
 
 import jsonschema
 import pytest
-from ansible.module_utils.pvetune import report
+from ansible.module_utils.pvetune.report import write as report
 from ansible.module_utils.pvetune.audit import evaluate
 from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
 from ansible.module_utils.pvetune.core.policy import merge_policy
-from ansible.module_utils.pvetune.report_html_filter import filter_script
+from ansible.module_utils.pvetune.report.html_filter import filter_script
 from reportutil import MODULE_FAILED, STATUSES, UNREACHABLE, document, load_schema, parse_html, scripts, validate
 from reportutil import demo_entries as _demo_entries
 

@@ -8,7 +8,8 @@ import json
 import os
 
 import pytest
-from ansible.module_utils.pvetune import report, report_drift
+from ansible.module_utils.pvetune.report import write as report
+from ansible.module_utils.pvetune.report import drift as report_drift
 from reportutil import facts_result, load_schema, parse_html, text_of, validate
 
 NOW = datetime.datetime(2026, 11, 29, 20, 6, 52, tzinfo=datetime.timezone.utc)

@@ -5,7 +5,7 @@ import json
 import shlex
 
 import pytest
-from ansible.module_utils.pvetune import report
+from ansible.module_utils.pvetune.report import write as report
 from ansible.module_utils.pvetune.core.catalogue import CATALOGUE, fix_needs_reboot, fix_tags
 from reportutil import INVENTORY, demo_entries, document, load_schema, parse_html, text_of, validate
 

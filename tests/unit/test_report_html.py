@@ -4,9 +4,10 @@ import json
 import re
 
 import pytest
-from ansible.module_utils.pvetune import report, report_html
+from ansible.module_utils.pvetune.report import write as report
+from ansible.module_utils.pvetune.report import html as report_html
 from ansible.module_utils.pvetune.core.catalogue import CATALOGUE, SEVERITY_RANK
-from ansible.module_utils.pvetune.report_html_filter import filter_script
+from ansible.module_utils.pvetune.report.html_filter import filter_script
 from reportutil import UNREACHABLE, demo_entries, document, parse_html, scripts, text_of
 
 # HTML 4's id rule, stricter than HTML5's (no whitespace): what any consumer of a fragment accepts.

@@ -7,7 +7,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from ansible.module_utils.pvetune import report
+from ansible.module_utils.pvetune.report import write as report
 from reportutil import GENERATED_AT, MODULE_FAILED, UNREACHABLE, demo_entries, document
 
 # element -> (allowed attributes, required attributes, allowed child elements)

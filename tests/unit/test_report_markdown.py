@@ -6,7 +6,8 @@ import json
 import os
 import re
 
-from ansible.module_utils.pvetune import report, report_markdown
+from ansible.module_utils.pvetune.report import write as report
+from ansible.module_utils.pvetune.report import markdown as report_markdown
 from reportutil import (DEMO_HOSTS, GENERATED_AT, MODULE_FAILED, UNREACHABLE, demo_entries, document, facts_result,
                         fleet_entries)
 

@@ -1,4 +1,4 @@
-"""module_utils/pvetune/report_metrics.py: the audit document as Prometheus metrics (pvetune.prom).
+"""module_utils/pvetune/report/metrics.py: the audit document as Prometheus metrics (pvetune.prom).
 
 The documents are the report tests' (reportutil: the demo hosts' real evaluations, every status from
 test_checks' scenarios, hosts that could not be audited); every rendering is also checked by the real
@@ -9,10 +9,17 @@ import os
 import re
 
 import pytest
-from ansible.module_utils.pvetune import report
-from ansible.module_utils.pvetune.report_metrics import (
-    METRICS, TEXTFILE_NAME, audit_timestamp, check_document, escape_label, host_metrics, read_document,
-    render_metrics)
+from ansible.module_utils.pvetune.report import write as report
+from ansible.module_utils.pvetune.report.metrics import (
+    METRICS,
+    TEXTFILE_NAME,
+    audit_timestamp,
+    check_document,
+    escape_label,
+    host_metrics,
+    read_document,
+    render_metrics,
+)
 from modharness import run_module
 from promtool import promtool_check
 from reportutil import MODULE_FAILED, STATUSES, UNREACHABLE, document

@@ -11,7 +11,7 @@ import types
 import xml.etree.ElementTree as ET
 
 import pytest
-from ansible.module_utils.pvetune import report
+from ansible.module_utils.pvetune.report import write as report
 from modharness import run_module
 from reportutil import GENERATED_AT, TOP, facts_result, load_schema, parse_html, text_of, validate
 

@@ -10,9 +10,10 @@ import shutil
 import subprocess
 
 import pytest
-from ansible.module_utils.pvetune import report, report_html
+from ansible.module_utils.pvetune.report import write as report
+from ansible.module_utils.pvetune.report import html as report_html
 from ansible.module_utils.pvetune.core.catalogue import SEVERITY_RANK
-from ansible.module_utils.pvetune.report_html_filter import filter_script
+from ansible.module_utils.pvetune.report.html_filter import filter_script
 from reportutil import facts_result, fleet_entries, parse_html, scripts
 
 # bench/report_size.py measures it (README): 15.1 MB at 256 hosts before rationale, policies and repeated item

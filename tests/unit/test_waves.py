@@ -1,9 +1,9 @@
-"""The reboot wave planner (module_utils/pvetune/waves.py, issue 29): budgets per cluster, the fleet cap, the canary,
-the HA manager master last, and a property test over random fleets."""
+"""The reboot wave planner (module_utils/pvetune/cluster/waves.py, issue 29): budgets per cluster, the fleet cap,
+the canary, the HA manager master last, and a property test over random fleets."""
 import random
 
 import pytest
-from ansible.module_utils.pvetune.waves import PlanError, check_plan, cluster_budget, plan_waves
+from ansible.module_utils.pvetune.cluster.waves import PlanError, check_plan, cluster_budget, plan_waves
 
 
 def cluster(nodes, qdevice=False, down=0, maintenance=0, ceph=None, quorate=True):

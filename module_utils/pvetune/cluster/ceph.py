@@ -1,0 +1,100 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The cluster gate's Ceph part: may this node's OSDs and monitor stop (together with the other nodes of the same
+batch), noout around the reboot, and after it the wait until its OSDs are up and every PG is active+clean.
+
+Every ``ceph`` call carries ``--connect-timeout`` so that a cluster without a monitor answers with an error instead
+of hanging the gate.  ``ceph osd ok-to-stop`` exits 0 when stopping the OSDs keeps every PG available, EBUSY (16)
+or EAGAIN (11) when not; ``ceph mon ok-to-stop`` the same for monitors.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.module_utils.pvetune.cluster.cmd import GateError, excerpt, parsed, run
+from ansible.module_utils.pvetune.formats import ceph_json
+
+CEPH_CONFS = ("/etc/pve/ceph.conf", "/etc/ceph/ceph.conf")
+CONNECT_TIMEOUT = "30"
+ENOENT, EINVAL = 2, 22
+
+
+def ceph(runner, args, ok=(0,)):
+    return run(runner, "ceph", ["--connect-timeout", CONNECT_TIMEOUT] + list(args), ok)
+
+
+def _ok_to_stop(runner, kind, ids):
+    rc, out, err = ceph(runner, [kind, "ok-to-stop"] + [str(i) for i in ids], ok=range(256))
+    return rc == 0, "" if rc == 0 else "exit %d: %s" % (rc, excerpt(err or out))
+
+
+def _host_osds(runner, host):
+    # No CRUSH bucket of that name (ENOENT): the node runs no OSD.
+    rc, out, _err = ceph(runner, ["osd", "ls-tree", "--format", "json", host], (0, ENOENT))
+    return [] if rc == ENOENT else parsed(ceph_json.parse_ls_tree, out)
+
+
+def read_ceph(fsroot, runner, node, leaving=()):
+    """None without a ceph.conf; else what gate_decision() judges: the node's OSDs (and which are up: only those are
+    waited for after the reboot), whether they may stop together with the up OSDs of ``leaving``, the same for the
+    monitors of this node and of ``leaving``, and the cluster's health."""
+    if not any(fsroot.isfile(path) for path in CEPH_CONFS):
+        return None
+    health = parsed(ceph_json.parse_status, ceph(runner, ["status", "--format", "json"])[1])["health"]
+    up = parsed(ceph_json.parse_osd_dump, ceph(runner, ["osd", "dump", "--format", "json"])[1])["up"]
+    own = _host_osds(runner, node)
+    peers = sorted(i for peer in sorted(set(leaving) - {node}) for i in _host_osds(runner, peer))
+    out = {"osds": own, "up_osds": [i for i in own if up.get(i)], "peer_osds": peers, "ok_to_stop": True, "why": "",
+           "mons": [], "mon_ok_to_stop": True, "mon_why": "", "health": health}
+    stopping = sorted(set(out["up_osds"]) | {i for i in peers if up.get(i)})
+    if stopping:
+        out["ok_to_stop"], out["why"] = _ok_to_stop(runner, "osd", stopping)
+        out["stopping"] = stopping
+    mons = parsed(ceph_json.parse_mon_names, ceph(runner, ["mon", "dump", "--format", "json"])[1])
+    out["mons"] = [m for m in mons if m == node or m in set(leaving)]
+    if node in mons:
+        out["mon_ok_to_stop"], out["mon_why"] = _ok_to_stop(runner, "mon", out["mons"])
+    return out
+
+
+def set_noout(runner, osds, steps):
+    """noout for ``osds`` (ceph osd add-noout, Luminous and later; the global flag where the command is unknown).
+    Returns "osds" or "global"."""
+    names = ["osd.%d" % i for i in osds]
+    rc, _out, err = ceph(runner, ["osd", "add-noout"] + names, ok=range(256))
+    if rc == EINVAL and "add-noout" in (err or ""):
+        ceph(runner, ["osd", "set", "noout"])
+        steps.did("ceph osd set noout (this release has no add-noout)")
+        return "global"
+    if rc != 0:
+        raise GateError("ceph osd add-noout %s exited %d: %s" % (" ".join(names), rc, excerpt(err)))
+    steps.did("ceph osd add-noout %s" % " ".join(names))
+    return "osds"
+
+
+def wait_osds_up(runner, osds, waiter, steps):
+    def probe():
+        up = parsed(ceph_json.parse_osd_dump, ceph(runner, ["osd", "dump", "--format", "json"])[1])["up"]
+        down = [i for i in osds if not up.get(i)]
+        return not down, "down: %s" % (", ".join("osd.%d" % i for i in down) or "none")
+    steps.saw("OSDs up (%s)" % waiter.until(probe, "OSDs %s to come up" % osds))
+
+
+def clear_noout(runner, kind, osds, steps):
+    if kind == "global":
+        ceph(runner, ["osd", "unset", "noout"])
+        steps.did("ceph osd unset noout")
+    else:
+        ceph(runner, ["osd", "rm-noout"] + ["osd.%d" % i for i in osds])
+        steps.did("ceph osd rm-noout %s" % " ".join("osd.%d" % i for i in osds))
+
+
+def wait_clean(runner, waiter, steps):
+    def probe():
+        status = parsed(ceph_json.parse_status, ceph(runner, ["status", "--format", "json"])[1])
+        states = ", ".join("%s %d" % kv for kv in sorted(status["states"].items()))
+        return ceph_json.all_clean(status), "%d of %d PGs active+clean (%s)" % (
+            status["clean_pgs"], status["num_pgs"], states)
+    steps.saw(waiter.until(probe, "the PGs to be active+clean"))

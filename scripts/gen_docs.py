@@ -8,13 +8,18 @@ every text below comes from them, with the default policy's values filled into
 the templates.  Generation fails when a catalogue template uses a policy key
 whose entry does not name that check.
 
+README.md's blocks between "<!-- gen_docs: NAME -->" and "<!-- /gen_docs -->" come from the same sources: the
+check table (each catalogue entry's summary) and the demo fleet's summary table (the audit of the generated demo
+trees with the demo inventory's policy, rendered as `make audit` prints it).
+
 docs/variables.md, the reference of every playbook variable, comes from the roles' argument specs and the
 variables the playbooks and roles read (scripts/role_vars.py); generation fails when one of those is in no
 argument spec, or when two roles document a variable differently.
 
 Usage: scripts/gen_docs.py [--output FILE] [--variables-output FILE] [--check]
   --output FILE            docs/checks.md goes to FILE (only that file, unless --variables-output is given too)
-  --variables-output FILE  docs/variables.md goes to FILE (likewise); neither option: both files, in docs/
+  --variables-output FILE  docs/variables.md goes to FILE (likewise); neither option: both files, in docs/, and
+                           README.md's generated blocks
   --check                  do not write; exit 1 when a file differs from what would be written
 """
 
@@ -22,6 +27,7 @@ import argparse
 import difflib
 import json
 import os
+import re
 import string
 import sys
 
@@ -29,7 +35,10 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 import conftest  # noqa: E402,F401  (makes ansible.module_utils.pvetune importable)
+import demo_fleet  # noqa: E402
 import role_vars  # noqa: E402
+import yaml  # noqa: E402
+from ansible.module_utils.pvetune.audit import evaluate, gather  # noqa: E402
 from ansible.module_utils.pvetune.core.catalogue import (  # noqa: E402
     CATALOGUE,
     SEVERITIES,
@@ -39,9 +48,14 @@ from ansible.module_utils.pvetune.core.catalogue import (  # noqa: E402
 )
 from ansible.module_utils.pvetune.tables import kernel_issues, nvidia_generations  # noqa: E402
 from ansible.module_utils.pvetune.core.policy import DEFAULT_POLICY, POLICY_KEYS, merge_policy  # noqa: E402
-from ansible.module_utils.pvetune.report.document import fix_argv  # noqa: E402
+from ansible.module_utils.pvetune.core.cpuprofile import for_host  # noqa: E402
+from ansible.module_utils.pvetune.core.fsroot import FsRoot  # noqa: E402
+from ansible.module_utils.pvetune.report.document import build_document, entry_from_audit, fix_argv  # noqa: E402
+from ansible.module_utils.pvetune.report.write import render_text  # noqa: E402
 
 DEFAULT_OUTPUT = os.path.join(TOP, "docs", "checks.md")
+README = os.path.join(TOP, "README.md")
+DEMO_GROUP_VARS = os.path.join(TOP, "inventory", "demo", "group_vars", "gpu_hosts.yml")
 
 # What each status means (docs/DESIGN.md "Result").
 STATUS_DOCS = {
@@ -270,6 +284,44 @@ def _check(path, text):
     return 0
 
 
+def readme_checks():
+    return "\n".join(["| id | what |", "|---|---|"] +
+                     ["| `%s` | %s |" % (entry["id"], _cell(entry["summary"])) for entry in CATALOGUE]) + "\n"
+
+
+def readme_fleet():
+    """The fleet table `make audit` prints: the demo trees (generated when stale) audited in-process."""
+    demo_fleet.ensure()
+    with open(DEMO_GROUP_VARS, encoding="utf-8") as handle:
+        group_vars = yaml.safe_load(handle)
+    policy = merge_policy(group_vars["pvetune_policy"])
+    entries = []
+    for host in sorted(demo_fleet.HOSTS):
+        fsroot = FsRoot(os.path.join(demo_fleet.DEFAULT_OUT, host))
+        facts = gather(fsroot, None, policy)
+        host_policy = for_host(policy, facts)
+        entries.append(entry_from_audit(host, {"root": "/", "results": evaluate(facts, host_policy),
+                                               "policy": host_policy}))
+    text = render_text(build_document(entries, fail_on=group_vars["pvetune_fail_on"]), detail=False)
+    return "```\n" + text.split("\n\n", 1)[0] + "\n```\n"
+
+
+README_BLOCKS = {"checks": readme_checks, "fleet": readme_fleet}
+_BLOCK = re.compile(r"(<!-- gen_docs: (\w+) -->\n)(.*?)(<!-- /gen_docs -->)", re.S)
+
+
+def render_readme(current=None):
+    """README.md with every generated block rendered anew; the rest byte for byte."""
+    if current is None:
+        with open(README, encoding="utf-8") as handle:
+            current = handle.read()
+    names = [m.group(2) for m in _BLOCK.finditer(current)]
+    if sorted(names) != sorted(README_BLOCKS):
+        raise SystemExit("gen_docs.py: README.md must hold each generated block once: %s (has %s)"
+                         % (", ".join(sorted(README_BLOCKS)), ", ".join(names) or "none"))
+    return _BLOCK.sub(lambda m: m.group(1) + README_BLOCKS[m.group(2)]() + m.group(4), current)
+
+
 def _variables():
     try:
         return role_vars.render()
@@ -289,6 +341,8 @@ def main(argv=None):
         targets.append((args.output or DEFAULT_OUTPUT, render))
     if both or args.variables_output:
         targets.append((args.variables_output or role_vars.OUTPUT, _variables))
+    if both:
+        targets.append((README, render_readme))
     status = 0
     for path, make in targets:
         text = make()

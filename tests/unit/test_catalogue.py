@@ -95,3 +95,11 @@ def test_the_audit_and_the_fix_share_the_series_rule(version, series, expected):
     from ansible.module_utils.pvetune.concerns.kernel import fix as kernel_fix
     assert kernel.in_series is in_series
     assert (version in kernel_fix.series_kernels([version, "5.15.0-1-pve"], series)) is expected
+
+
+def test_every_entry_has_the_fields_an_operator_reads():
+    for entry in CATALOGUE:
+        for key in ("id", "concern", "summary", "title", "severity", "expected", "rationale", "remediation",
+                    "fix_tag", "reboot"):
+            assert isinstance(entry.get(key), str), (entry["id"], key)
+        assert entry["summary"] and "\n" not in entry["summary"], entry["id"]

@@ -259,3 +259,18 @@ def test_policy_docs_must_name_the_checks_a_template_uses(gen_docs, monkeypatch)
     with pytest.raises(SystemExit) as info:
         gen_docs.render()
     assert "pcie.mrrs uses policy key pcie_mrrs" in str(info.value)
+
+
+def test_readme_blocks_are_generated_from_the_catalogue_and_the_demo_fleet(gen_docs):
+    with open(gen_docs.README, encoding="utf-8") as handle:
+        readme = handle.read()
+    assert gen_docs.render_readme(readme) == readme  # also held by --check above
+    table = gen_docs.readme_checks()
+    assert [line.split("`")[1] for line in table.splitlines()[2:]] == [c["id"] for c in CATALOGUE]
+    fleet = gen_docs.readme_fleet()
+    assert fleet.startswith("```\nHOST") and "pve-gpu01" in fleet and "pve-gpu05" in fleet
+    # Outside the blocks nothing is touched; a README without a block is refused, naming the blocks.
+    edited = readme.replace("| `cpu.governor` |", "| `cpu.governor_old` |")
+    assert gen_docs.render_readme("intro\n" + edited) == "intro\n" + readme
+    with pytest.raises(SystemExit, match="checks, fleet"):
+        gen_docs.render_readme(readme.replace("<!-- gen_docs: checks -->", ""))

@@ -3,12 +3,13 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The check catalogue: every check pvetune knows, as data.
 
-One entry per check: id, the concern that owns it (a module in concerns/, whose CHECKS holds its evaluator),
-title, severity, the expected value (a template filled from the policy), why it matters, how to fix it by hand
-(remediation: no pvetune command line, the report derives that per host from the fields below), the fix playbook
-tag (fix_tag; fix_tags, which includes it, when the fix needs more tags, in the order the fix runs them), and
-whether the fix needs a reboot (reboot: yes, no, or "when ..." = when the result asks for one).  The evaluators
-produce the current value and the status; everything an operator reads comes from here.
+One entry per check: id, the concern that owns it (the package concerns/<concern>/, whose checks.py CHECKS holds
+its evaluator), summary (what it holds a host to, one line of markdown: README's table), title, severity, the
+expected value (a template filled from the policy), why it matters, how to fix it by hand (remediation: no pvetune
+command line, the report derives that per host from the fields below), the fix playbook tag (fix_tag; fix_tags,
+which includes it, when the fix needs more tags, in the order the fix runs them), and whether the fix needs a
+reboot (reboot: yes, no, or "when ..." = when the result asks for one).  The evaluators produce the current value
+and the status; everything an operator reads comes from here.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,6 +22,10 @@ CATALOGUE = (
     {
         "id": "cpu.scaling_driver",
         "concern": "cpufreq",
+        "summary": (
+            "the vendor's P-state driver in active mode: amd-pstate-epp on AMD, intel_pstate (HWP) on Intel; not "
+            "acpi-cpufreq"
+        ),
         "title": "CPU frequency driver: {pstate_driver} in {pstate_mode} mode",
         "severity": "high",
         "expected": "{scaling_driver} on every policy",
@@ -38,6 +43,7 @@ CATALOGUE = (
     {
         "id": "cpu.governor",
         "concern": "cpufreq",
+        "summary": "`performance` on every cpufreq policy",
         "title": "CPU frequency governor: performance on every policy",
         "severity": "high",
         "expected": "{governor} on every policy",
@@ -55,6 +61,7 @@ CATALOGUE = (
     {
         "id": "cpu.epp",
         "concern": "cpufreq",
+        "summary": "EPP `performance` where the driver offers EPP",
         "title": "Energy-performance preference: performance (where the driver offers EPP)",
         "severity": "medium",
         "expected": "{epp} on every policy that has energy_performance_preference",
@@ -72,6 +79,10 @@ CATALOGUE = (
     {
         "id": "cpu.cstates",
         "concern": "cstates",
+        "summary": (
+            "the limit of the idle driver in use effective (`processor.max_cstate=1` for acpi_idle, "
+            "`intel_idle.max_cstate=1` for intel_idle), no enabled idle state deeper than C1"
+        ),
         "title": "C-states: {cstate_arg} effective, nothing deeper than C{max_cstate} enabled",
         "severity": "high",
         "expected": "{cstate_arg} on /proc/cmdline and no enabled idle state deeper than C{max_cstate}",
@@ -90,6 +101,7 @@ CATALOGUE = (
     {
         "id": "kernel.numa_balancing",
         "concern": "numa",
+        "summary": "0 at runtime and persisted",
         "title": "Automatic NUMA balancing off",
         "severity": "high",
         "expected": "kernel.numa_balancing = {numa_balancing} at runtime and persisted in /etc/sysctl.d",
@@ -108,6 +120,7 @@ CATALOGUE = (
     {
         "id": "pcie.mrrs",
         "concern": "pcie",
+        "summary": "MaxReadReq 4096 on every NVIDIA function, read from the binary config space",
         "title": "PCIe Max Read Request Size {pcie_mrrs} on every NVIDIA GPU",
         "severity": "high",
         "expected": ("MaxReadReq {pcie_mrrs} bytes on every NVIDIA function (vendor {pcie_vendor}, "
@@ -128,6 +141,7 @@ CATALOGUE = (
     {
         "id": "pcie.link",
         "concern": "pcie",
+        "summary": "link speed/width vs capability (idle downclock is a warning, not a failure)",
         "title": "PCIe link of every NVIDIA GPU at its capability",
         "severity": "medium",
         "expected": "LnkSta speed and width equal to LnkCap (speed may drop at idle)",
@@ -146,6 +160,10 @@ CATALOGUE = (
     {
         "id": "pcie.topology",
         "concern": "pcie",
+        "summary": (
+            "the path between every pair of GPUs (PIX/PXB/PHB/NODE/SYS, as `nvidia-smi topo -m`), from the sysfs "
+            "device tree, so it works on a snapshot; a matrix in the HTML report"
+        ),
         "title": "PCIe path between every pair of GPUs (informational)",
         "severity": "info",
         "expected": "informational: the nvidia-smi topo -m matrix, computed from the sysfs device tree",
@@ -162,6 +180,10 @@ CATALOGUE = (
     {
         "id": "pcie.acs",
         "concern": "pcie",
+        "summary": (
+            "no ACS Request/Completion Redirect or Egress Control on the switch ports between two GPUs (ports of a "
+            "switch with a vfio-pci device skip); fix opt-in with `pcie_acs_fix`"
+        ),
         "title": "ACS lets GPU peer traffic stay inside the PCIe switch",
         "severity": "high",
         "expected": "ReqRedir- CmpltRedir- EgressCtrl- on every switch port between two GPUs (policy gpu_p2p: "
@@ -188,6 +210,10 @@ CATALOGUE = (
     {
         "id": "pcie.bar1",
         "concern": "pcie",
+        "summary": (
+            "each GPU's BAR1 at the largest size its Resizable BAR capability supports (a warning naming the "
+            "firmware settings)"
+        ),
         "title": "Every GPU maps the BAR1 its Resizable BAR capability allows",
         "severity": "medium",
         "expected": "BAR1 at the largest size the GPU's Resizable BAR capability supports",
@@ -207,6 +233,7 @@ CATALOGUE = (
     {
         "id": "pcie.sriov",
         "concern": "pcie",
+        "summary": "informational: GPUs that offer SR-IOV and how many VFs are on",
         "title": "SR-IOV on the GPUs (informational)",
         "severity": "info",
         "expected": "informational: the GPUs that offer SR-IOV virtual functions and how many are enabled",
@@ -222,6 +249,7 @@ CATALOGUE = (
     {
         "id": "kernel.version",
         "concern": "kernel",
+        "summary": "the policy's kernel series running (pinned but not running = pending)",
         "title": "Kernel series {kernel_series} running",
         "severity": "medium",
         "expected": "a {kernel_series}.x kernel running, and pinned or default for the next boot",
@@ -238,6 +266,7 @@ CATALOGUE = (
     {
         "id": "boot.cmdline",
         "concern": "bootargs",
+        "summary": "required args configured in the boot loader the host really uses, and effective",
         "title": "Kernel command line has the required arguments (configured and effective)",
         "severity": "high",
         "expected": "{cmdline_required_str} configured in the active boot loader and present in /proc/cmdline",
@@ -257,6 +286,12 @@ CATALOGUE = (
     {
         "id": "lxc.gpu_devices",
         "concern": "lxcgpu",
+        "summary": (
+            "GPU CTs allow the *current* NVIDIA majors; stale lines named. Judged as pct and LXC read the config "
+            "(docs/DESIGN.md): a trailing `# comment` after `rwm` is ignored as LXC ignores it and kept on rewrite; "
+            "nodes bound from any directory count by their target; hooks that mknod are read; an unprivileged CT's "
+            "allow lines have no effect (Proxmox makes its device list allow-all)"
+        ),
         "title": "GPU containers allow the host's current NVIDIA device majors",
         "severity": "critical",
         "expected": ("every NVIDIA node a CT mounts is covered by an allow line with its current major, "
@@ -277,6 +312,7 @@ CATALOGUE = (
     {
         "id": "nvidia.driver",
         "concern": "nvidia",
+        "summary": "driver loaded, persistence mode on",
         "title": "NVIDIA driver loaded, persistence mode on",
         "severity": "medium",
         "expected": "driver loaded (/proc/driver/nvidia/version), persistence mode enabled on every GPU",
@@ -291,6 +327,9 @@ CATALOGUE = (
     {
         "id": "iommu.mode",
         "concern": "iommu",
+        "summary": (
+            "host-owned GPUs in identity IOMMU domains (`iommu=pt`, added by the cmdline fix); vfio-pci GPUs skip"
+        ),
         "title": "Host-owned GPUs in an identity (passthrough) IOMMU domain",
         "severity": "medium",
         "expected": "IOMMU off, or each host-owned GPU's IOMMU group of type identity (iommu=pt; policy "
@@ -308,6 +347,10 @@ CATALOGUE = (
     {
         "id": "numa.gpu_locality",
         "concern": "numa",
+        "summary": (
+            "every GPU reports its NUMA node on a multi-node host (`-1` warns, naming the firmware's ACPI SRAT/_PXM); "
+            "nodes per socket (NPS) in the evidence"
+        ),
         "title": "Every GPU reports its NUMA node",
         "severity": "medium",
         "expected": "on a host with several NUMA nodes, numa_node >= 0 for every GPU",
@@ -327,6 +370,11 @@ CATALOGUE = (
     {
         "id": "lxc.resources",
         "concern": "lxcres",
+        "summary": (
+            "per GPU CT, configured (the CT config) against effective (its cgroup, while it runs): CPUs on its GPUs' "
+            "NUMA nodes, >= 4 CPUs and >= 16 GiB per GPU (policy), no `cpulimit`, no swap; the pin is fixed with "
+            "policy `lxc_numa_pin` (`lxc.cgroup2.cpuset.cpus`, in place, pending until the CT restarts)"
+        ),
         "title": "GPU CTs get CPUs on their GPUs' NUMA nodes, enough CPUs and memory, no CPU quota, no swap",
         "severity": "high",
         "expected": ("per GPU CT: CPUs on its GPUs' NUMA nodes, >= {lxc_min_cpus_per_gpu} CPUs and >= "
@@ -349,6 +397,12 @@ CATALOGUE = (
     {
         "id": "nvidia.stack",
         "concern": "nvidia_stack",
+        "summary": (
+            "the kernel module flavour and first driver the GPU generation needs (Blackwell: open modules only; "
+            "10de:2bb5 from 575.57.08), and in every running GPU CT the user-space driver of the host module's "
+            "version (`libcuda.so.<ver>` read through `/proc/<init>/root`); the failure names both versions and the "
+            "`--no-kernel-modules` install"
+        ),
         "title": "NVIDIA driver fits the GPUs, and every GPU CT runs the host's user-space driver",
         "severity": "critical",
         "expected": ("the open kernel modules where the GPU generation needs them, a driver branch that supports "
@@ -370,6 +424,10 @@ CATALOGUE = (
     {
         "id": "kernel.known_issues",
         "concern": "kernel",
+        "summary": (
+            "the running and the next boot's kernel against a sourced table (CPU family and model, GPU generation, "
+            "driver): e.g. kernels before 6.13 boot EPYC Turin with acpi-cpufreq unless `amd_pstate=` is set"
+        ),
         "title": "No known kernel problem for this CPU and GPU generation (running and pinned kernel)",
         "severity": "high",
         "expected": "the running and the pinned kernel outside every affected range of the known-issues table",

@@ -184,7 +184,8 @@ scope:
       the tags it lacks), never a failure of that run.
     - C(tags) the fix tags selected; C(in_scope) check ids; C(out_of_scope) a list of C(id), C(needs);
       C(bad) and C(pending) a list of C(id), C(message) of in-scope checks that fail or wait;
-      C(reboots) in-scope check ids that fail or wait for a reboot.
+      C(reboots) in-scope check ids that fail or wait for a reboot; C(ct_restarts) the ids of the CTs whose fixed
+      config waits for the CT's restart (pending items named C(CT <id>)), whatever the tags.
   returned: when run_tags is given
   type: dict
   sample: {"tags": ["cpu"], "in_scope": ["cpu.governor"], "out_of_scope": [{"id": "cpu.scaling_driver",

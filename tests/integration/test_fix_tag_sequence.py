@@ -1,7 +1,9 @@
 """Two fix runs with different tags on one host (issue 28): `--tags lxc` rewrites CT 101's device entries without
 restarting it, then `--tags cpu` must complete. Its audit gate judges only the checks whose every fix tag it
 selected (core/scope.py): the CPU driver and C-states need `cmdline` too and are out of scope, named in the record,
-never a failure; CT 101, broken before the second run's first change, is not blamed on it.
+never a failure. CT 101 runs with the device rules of its last start until it restarts: the audit says
+lxc.gpu_devices is pending (from Proxmox's /var/lib/lxc/101/config), the same in both runs, and both records and
+health gates name it as waiting for a restart, not as broken.
 """
 import glob
 import json
@@ -31,10 +33,13 @@ def test_tags_lxc_then_tags_cpu_both_complete(tmp_path):
 
     first, second = record(reports, 0), record(reports, 1)
     assert (first["result"], first["pending_ct_restart"], first["out_of_scope"]) == ("pending-ct-restart", [101], [])
+    assert first["after"]["lxc.gpu_devices"] == second["before"]["lxc.gpu_devices"] == "pending"
     assert second["failure"] is None and second["tags"] == ["cpu"]
+    assert second["pending_ct_restart"] == [101]  # its result: pending-reboot (the CPU driver), which outranks it
     assert {"id": "cpu.scaling_driver", "needs": ["cmdline"]} in second["out_of_scope"]
     assert second["after"]["cpu.scaling_driver"] == "fail"  # still failing, and not this run's to fix
     (gate,) = runs[1].results("Audit gate (what pvetune fixed passes, or waits for a reboot that was not allowed)")
     assert "out of scope for this run: cpu.scaling_driver needs --tags cmdline" in gate["res"]["msg"]
     ct101 = [t for t in second["health"] if t.get("ctid") == 101]
-    assert ct101 and ct101[0]["status"] == "broken-before", ct101
+    assert ct101 and ct101[0]["status"] == "pending", ct101
+    assert "CTs to restart (fixed config, old device rules): 101" in gate["res"]["msg"]

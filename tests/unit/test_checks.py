@@ -70,6 +70,12 @@ CT_101 = ("arch: amd64\n"
           + "cores: 8\nmemory: 32768\nswap: 0\n")
 
 
+# What Proxmox wrote to /var/lib/lxc/101/config when CT 101 started while nvidia-uvm had major 509.
+STARTED_509 = ("lxc.arch = amd64\nlxc.cgroup2.devices.allow = c 195:* rwm\nlxc.cgroup2.devices.allow = c 509:* rwm\n"
+               + "".join("lxc.mount.entry = /dev/%s dev/%s none bind,optional,create=file\n" % (n, n)
+                         for n in ("nvidia0", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")))
+
+
 def _node(path, major, minor):
     return {"path": path, "type": "c", "major": major, "minor": minor, "mode": "crw-rw-rw-"}
 
@@ -456,6 +462,15 @@ SCENARIOS = [
     ("lxc.gpu_devices", "pass", [], None, "1 GPU CTs allow the current NVIDIA majors", False),
     ("lxc.gpu_devices", "fail", [setv(("lxc", "cts", 0, "config"), CT_101.replace("c 511:* rwm", "c 509:* rwm"))],
      None, "CT 101: line 3 'lxc.cgroup2.devices.allow: c 509:* rwm': stale", False),
+    # Config fixed, CT still running with the rules of its last start (Proxmox's /var/lib/lxc/101/config): pending.
+    ("lxc.gpu_devices", "pending", [setv(("lxc", "cts", 0, "started_config"), STARTED_509)], None,
+     "CT 101: runs with the device rules of its last start (/var/lib/lxc/101/config), which do not cover "
+     "/dev/nvidia-uvm (511:0), /dev/nvidia-uvm-tools (511:1): restart it (pct reboot 101)", False),
+    ("lxc.gpu_devices", "pass", [setv(("lxc", "cts", 0, "started_config"), STARTED_509.replace("509", "511"))],
+     None, "1 GPU CTs allow the current NVIDIA majors", False),
+    ("lxc.gpu_devices", "pass", [setv(("lxc", "cts", 0, "started_config"), STARTED_509),
+                                 setv(("ct_runtime", "cts", 0, "running"), False)], None,
+     "1 GPU CTs allow the current NVIDIA majors", False),  # a stopped CT starts with the config as it is now
     ("lxc.gpu_devices", "error", [setv(("lxc", "cts", 0), {"ctid": "101", "path": "/etc/pve/lxc/101.conf",
                                                             "error": "/etc/pve/lxc/101.conf: Is a directory"})], None,
      "CT 101: /etc/pve/lxc/101.conf: Is a directory", False),

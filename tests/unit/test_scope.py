@@ -58,7 +58,7 @@ def test_a_result_pvetune_does_not_fix_here_is_never_in_scope():
     # lxc.resources says its problems are the operator's by an empty fix_tag on the result
     scope = run_scope([result("lxc.resources", fix_tag=""), result("nvidia.driver")], ["all"])
     assert scope == {"tags": sorted(FIX_TAGS), "in_scope": [], "out_of_scope": [], "bad": [], "pending": [],
-                     "reboots": []}
+                     "reboots": [], "ct_restarts": []}
 
 
 def test_the_facts_module_returns_the_scope_only_when_asked(tmp_path):
@@ -73,3 +73,16 @@ def test_the_facts_module_returns_the_scope_only_when_asked(tmp_path):
     assert out["scope"] == run_scope(out["results"], ["cpu"])
     assert {"id": "cpu.scaling_driver", "needs": ["cmdline"]} in out["scope"]["out_of_scope"]
     assert all(b["id"] != "cpu.scaling_driver" for b in out["scope"]["bad"])
+
+
+def test_ct_restarts_are_the_cts_pending_items_name_whatever_the_tags():
+    results = [
+        {"id": "lxc.gpu_devices", "fix_tag": "lxc", "status": "pending",
+         "items": [{"name": "CT 101", "status": "pending"}, {"name": "CT 102", "status": "pass"}]},
+        {"id": "lxc.resources", "fix_tag": "", "status": "fail",
+         "items": [{"name": "CT 103", "status": "pending"}, {"name": "CT x", "status": "pending"},
+                   {"name": "0000:01:00.0", "status": "pending"}]},
+    ]
+    for tags in (["cpu"], ["all"]):
+        assert run_scope(results, tags)["ct_restarts"] == [101, 103]
+    assert run_scope([{"id": "cpu.governor", "fix_tag": "cpu", "status": "fail"}], ["all"])["ct_restarts"] == []

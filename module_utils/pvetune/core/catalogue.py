@@ -290,7 +290,9 @@ CATALOGUE = (
             "GPU CTs allow the *current* NVIDIA majors; stale lines named. Judged as pct and LXC read the config "
             "(docs/DESIGN.md): a trailing `# comment` after `rwm` is ignored as LXC ignores it and kept on rewrite; "
             "nodes bound from any directory count by their target; hooks that mknod are read; an unprivileged CT's "
-            "allow lines have no effect (Proxmox makes its device list allow-all)"
+            "allow lines have no effect (Proxmox makes its device list allow-all). A running CT whose config is "
+            "right but whose last start (`/var/lib/lxc/<id>/config`, written by Proxmox) had other majors is "
+            "pending until it restarts"
         ),
         "title": "GPU containers allow the host's current NVIDIA device majors",
         "severity": "critical",

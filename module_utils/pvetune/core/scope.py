@@ -29,6 +29,17 @@ def selected_tags(run_tags, skip_tags=()):
     return sorted(chosen - set(skip_tags or ()))
 
 
+def ct_restarts(results):
+    """Sorted ids of the CTs that pending result items name ("CT 101": fixed in the config, not yet in the CT)."""
+    out = set()
+    for res in results:
+        for item in res.get("items") or ():
+            name = str(item.get("name", ""))
+            if item.get("status") == "pending" and name.startswith("CT ") and name[3:].isdigit():
+                out.add(int(name[3:]))
+    return sorted(out)
+
+
 def run_scope(results, run_tags, skip_tags=()):
     """The gates' view of audit ``results`` for a run with these tags, as a dict of lists:
 
@@ -37,9 +48,12 @@ def run_scope(results, run_tags, skip_tags=()):
     bad           [{"id", "message"}] in scope and failing (fail or error)
     pending       [{"id", "message"}] in scope and waiting (a reboot, a CT restart)
     reboots       ids in scope that fail or wait and whose fix needs a reboot
+    ct_restarts   CT ids whose fixed config waits for the CT's restart (pending items "CT <id>": lxc.gpu_devices,
+                  lxc.resources), whatever the run's tags: the health gate expects them not to work yet
     """
     chosen = set(selected_tags(run_tags, skip_tags))
-    scope = {"tags": sorted(chosen), "in_scope": [], "out_of_scope": [], "bad": [], "pending": [], "reboots": []}
+    scope = {"tags": sorted(chosen), "in_scope": [], "out_of_scope": [], "bad": [], "pending": [], "reboots": [],
+             "ct_restarts": ct_restarts(results)}
     for res in results:
         check_id = res.get("id")
         if check_id not in BY_ID or not res.get("fix_tag"):

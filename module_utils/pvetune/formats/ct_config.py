@@ -300,6 +300,25 @@ def _split_lines(data):
     return out
 
 
+def family_order(families):
+    return [f for f in ("v2", "v1") if f in families]
+
+
+def is_covered(rules, major, minor):
+    """Whether device rules (in order, as LXC applies them) leave read+write access to c major:minor."""
+    state = set()
+    for rule in rules:
+        if rule.all:
+            state = set(rule.effective_access) if rule.kind == "allow" else set()
+            continue
+        if rule.matches(major, minor):
+            if rule.kind == "allow":
+                state |= rule.effective_access
+            else:
+                state -= rule.effective_access
+    return {"r", "w"} <= state
+
+
 def parse_ct_config(data, path=None):
     """Parse a Proxmox CT config (bytes or str) into a CtConfig; never loses a byte.
 

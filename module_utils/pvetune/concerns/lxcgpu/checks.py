@@ -39,6 +39,8 @@ from ansible.module_utils.pvetune.formats.ct_config import (
     KEY_INCLUDE,
     KEY_MOUNT,
     ct_config_name,
+    family_order,
+    is_covered,
     parse_ct_config,
     pve_bool,
 )
@@ -103,23 +105,21 @@ class _Analysis:
     pass
 
 
-def family_order(families):
-    return [f for f in ("v2", "v1") if f in families]
-
-
-def is_covered(rules, major, minor):
-    """Whether rules (in order) leave read+write access to c major:minor."""
-    state = set()
-    for rule in rules:
-        if rule.all:
-            state = set(rule.effective_access) if rule.kind == "allow" else set()
-            continue
-        if rule.matches(major, minor):
-            if rule.kind == "allow":
-                state |= rule.effective_access
-            else:
-                state -= rule.effective_access
-    return {"r", "w"} <= state
+def started_uncovered(started, ctid, ct, host_majors, host_nodes, devices, cgroup_version, sources=None):
+    """Nodes CT ``ct`` uses, with their current majors, that the device rules of ``started`` (the LXC config of its
+    last start, sources.read_started_config) do not cover: ["path (M:m)"]; None when either is unknown."""
+    if host_nodes is None or started is None:
+        return None
+    running = parse_ct_config(started, sources_mod.STARTED_CONFIG % ctid)
+    analysis = analyze(ct, host_majors, host_nodes, {}, devices, cgroup_version, sources)
+    used = dict(analysis.mount_used, **analysis.dev_used)
+    rules = [line.rule for line in running.main_lines()
+             if line.kind == "kv" and line.key in DEVICE_KEYS and line.rule is not None]
+    family = "v%d" % cgroup_version if cgroup_version in (1, 2) else (
+        "v2" if any(r.family == "v2" for r in rules) or not rules else "v1")
+    rules = [r for r in rules if r.family == family]
+    return ["%s (%d:%d)" % (path, used[path]["major"], used[path]["minor"]) for path in sorted(used)
+            if not is_covered(rules, used[path]["major"], used[path]["minor"])]
 
 
 def analyze(ct, host_majors, host_nodes, known_nvidia_majors, char_majors_registered, cgroup_version, sources=None):
@@ -487,9 +487,9 @@ def list_cts(fsroot, base):
 def read_lxc(ctx):
     """Reader of the facts section "lxc": the CT configs as read, not judged (check_lxc judges them).
 
-    Keys: ``present``, ``cts`` (``[{"ctid", "path", "config", "sources", "passes_nvidia"}]``, config text decoded
-    with surrogateescape so that parse_ct_config() gets the bytes back; ``error`` instead of ``config`` when
-    unreadable), ``skipped`` (list_cts),
+    Keys: ``present``, ``cts`` (``[{"ctid", "path", "config", "sources", "passes_nvidia", "started_config"}]``,
+    config texts decoded with surrogateescape so that parse_ct_config() gets the bytes back; started_config the LXC
+    config of a GPU CT's last start or None; ``error`` instead of ``config`` when unreadable), ``skipped`` (list_cts),
     ``host_majors``, ``known_majors`` ({major: name}, from STATE_FILE), ``cgroup_version``, ``evidence``.
     Raises FsError when the NVIDIA device state (section "nvidia") is unavailable.
     """
@@ -514,9 +514,10 @@ def read_lxc(ctx):
         try:
             data = fsroot.read_bytes(path)
             parsed = parse_ct_config(data, path)
+            gpu = passes_nvidia(parsed)
             out["cts"].append({"ctid": str(ctid), "path": path, "config": data.decode("utf-8", "surrogateescape"),
-                               "sources": sources_mod.read_ct_sources(fsroot, parsed),
-                               "passes_nvidia": passes_nvidia(parsed)})
+                               "sources": sources_mod.read_ct_sources(fsroot, parsed), "passes_nvidia": gpu,
+                               "started_config": sources_mod.read_started_config(fsroot, ctid) if gpu else None})
         except FsError as exc:
             out["cts"].append({"ctid": str(ctid), "path": path, "error": "%s: %s" % (exc.path, exc.reason)})
     out["evidence"].append("%s/*.conf: %d CT configs" % (LXC_DIR, len(available)))
@@ -539,11 +540,16 @@ def ct_verdicts(facts):
             out.append({"ctid": ct["ctid"], "path": ct["path"], "uses_nvidia": True, "status": "error",
                         "messages": [ct["error"]]})
             continue
-        res = evaluate_ct(parse_ct_config(ct["config"], ct["path"]), lxc.get("host_majors"), nvidia.get("nodes"),
+        parsed = parse_ct_config(ct["config"], ct["path"])
+        res = evaluate_ct(parsed, lxc.get("host_majors"), nvidia.get("nodes"),
                           known_nvidia_majors=lxc.get("known_majors") or {},
                           char_majors_registered=nvidia.get("devices") or {},
                           cgroup_version=lxc.get("cgroup_version"), sources=ct.get("sources"))
         res["path"] = ct["path"]
+        if res["status"] == "pass" and ct.get("started_config") is not None:
+            res["started_uncovered"] = started_uncovered(
+                ct["started_config"], ct["ctid"], parsed, lxc.get("host_majors"), nvidia.get("nodes"),
+                nvidia.get("devices") or {}, lxc.get("cgroup_version"), ct.get("sources"))
         out.append(res)
     return out
 
@@ -564,23 +570,32 @@ def check_lxc(facts, policy):
     if not gpu_cts:
         return make_result(cid, policy, "skip", "%d CTs, none passes NVIDIA devices" % len(cts),
                            "no CT config passes NVIDIA devices", evidence=ev)
+    running = set() if section_error(facts, "ct_runtime") else {
+        c["ctid"] for c in (facts.get("ct_runtime") or {}).get("cts") or () if c.get("running")}
     items = []
     for ct in gpu_cts:
-        items.append({"name": "CT %s" % ct["ctid"], "status": ct["status"],
-                      "current": "; ".join(ct.get("messages") or []) or "allow lines cover the current majors",
-                      "expected": "allow lines for the current majors of every NVIDIA node the CT uses",
-                      "message": ct.get("path", "")})
+        item = {"name": "CT %s" % ct["ctid"], "status": ct["status"],
+                "current": "; ".join(ct.get("messages") or []) or "allow lines cover the current majors",
+                "expected": "allow lines for the current majors of every NVIDIA node the CT uses",
+                "message": ct.get("path", "")}
+        if ct.get("started_uncovered") and ct["ctid"] in running:
+            # Fixed in the config, not in the running CT: the same in every run until the CT restarts.
+            item.update(status="pending", current="runs with the device rules of its last start (%s), which do not "
+                        "cover %s: restart it (pct reboot %s)" % (sources_mod.STARTED_CONFIG % ct["ctid"],
+                                                                  ", ".join(ct["started_uncovered"]), ct["ctid"]))
+        items.append(item)
     bad = [i for i in items if i["status"] in ("fail", "error")]
     warns = [i for i in items if i["status"] == "warn"]
+    waiting = [i for i in items if i["status"] == "pending"]
     majors = lxc.get("host_majors") or {}
     current = "host majors: %s" % ", ".join("%s=%s" % kv for kv in sorted(majors.items()))
     if bad:
         return make_result(cid, policy, "fail" if any(i["status"] == "fail" for i in bad) else "error", current,
                            "%s: %s" % (", ".join(i["name"] for i in bad), " | ".join(i["current"] for i in bad)),
                            items, ev)
-    if warns:
-        return make_result(cid, policy, "warn", current,
-                           " | ".join("%s: %s" % (i["name"], i["current"]) for i in warns), items, ev)
+    if waiting or warns:
+        return make_result(cid, policy, "pending" if waiting else "warn", current,
+                           " | ".join("%s: %s" % (i["name"], i["current"]) for i in waiting + warns), items, ev)
     return make_result(cid, policy, "pass", current, "%d GPU CTs allow the current NVIDIA majors" % len(gpu_cts),
                        items, ev)
 

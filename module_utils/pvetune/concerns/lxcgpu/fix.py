@@ -27,14 +27,13 @@ import posixpath
 import stat
 
 from ansible.module_utils.pvetune.concerns.lxcgpu.checks import (
-    analyze,
-    is_covered,
     cgroup_version_of,
     list_cts,
     passes_nvidia,
+    started_uncovered,
 )
 from ansible.module_utils.pvetune.concerns.lxcgpu.pct import CtLocks, ct_status, restart_ct
-from ansible.module_utils.pvetune.concerns.lxcgpu.sources import read_ct_sources
+from ansible.module_utils.pvetune.concerns.lxcgpu.sources import read_ct_sources, read_started_config
 from ansible.module_utils.pvetune.concerns.lxcres.fix import pin_context, plan_pin
 from ansible.module_utils.pvetune.concerns.lxcgpu.state import STATE_FILE, known_majors, load_state
 from ansible.module_utils.pvetune.concerns.lxcgpu.regen import diff_lines, regenerate
@@ -44,12 +43,11 @@ from ansible.module_utils.pvetune.core.filewrite import atomic_write, makedirs
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.module_common import fix_call
 from ansible.module_utils.pvetune.core.runner import CommandUnavailable, RunFailed
-from ansible.module_utils.pvetune.formats.ct_config import CTID, DEVICE_KEYS, main_value, parse_ct_config
+from ansible.module_utils.pvetune.formats.ct_config import CTID, main_value, parse_ct_config
 
 HISTORY_MAX = 50
 PVE_DIR = "/etc/pve"
 LXC_LINK = "/etc/pve/lxc"
-RUNNING_CONFIG = "/var/lib/lxc/%d/config"
 CGROUP_CHOICES = ("auto", "1", "2")
 BOOT_CONFIG_KEYS = ("ctids", "cgroup_version", "wait_seconds")
 BOOT_WAIT_DEFAULT = 60
@@ -199,38 +197,10 @@ def ct_config_dir(fsroot):
 
 
 def running_rules_uncovered(fsroot, ctid, ct, host, cgroup_version, sources=None):
-    """Nodes the CT uses that the device rules it was *started* with do not cover.
-
-    Proxmox writes the LXC config of every start to /var/lib/lxc/<id>/config
-    (raw ``lxc.*`` keys as ``key = value``, devN entries as
-    ``lxc.cgroup2.devices.allow = c M:m rw`` with the majors of that moment).
-    Returns a list of "path (M:m)" strings, or None when that file is missing
-    or the host nodes are unknown.
-    """
-    if host["nodes"] is None:
-        return None
-    try:
-        data = fsroot.read_bytes(RUNNING_CONFIG % ctid)
-    except FsError:
-        return None
-    running = parse_ct_config(data, RUNNING_CONFIG % ctid)
-    # lxcgpu's analysis gives the nodes the CT uses with their current majors.
-    analysis = analyze(ct, host["majors"], host["nodes"], {}, host["devices"], cgroup_version, sources)
-    used = dict(analysis.mount_used)
-    used.update(analysis.dev_used)
-    rules = [line.rule for line in running.main_lines()
-             if line.kind == "kv" and line.key in DEVICE_KEYS and line.rule is not None]
-    if cgroup_version in (1, 2):
-        family = "v%d" % cgroup_version
-    else:
-        family = "v2" if any(r.family == "v2" for r in rules) or not rules else "v1"
-    rules = [r for r in rules if r.family == family]
-    missing = []
-    for path in sorted(used):
-        node = used[path]
-        if not is_covered(rules, node["major"], node["minor"]):
-            missing.append("%s (%d:%d)" % (path, node["major"], node["minor"]))
-    return missing
+    """Nodes the CT uses that the device rules it was *started* with do not cover (checks.started_uncovered), or
+    None when it has no started config or the host nodes are unknown."""
+    return started_uncovered(read_started_config(fsroot, ctid), ctid, ct, host["majors"], host["nodes"],
+                             host["devices"], cgroup_version, sources)
 
 
 def plan_ct(fsroot, ctid, path, host, known, cgroup_version, changes, pin_ctx=None):

@@ -15,14 +15,14 @@ import posixpath
 import re
 
 from ansible.module_utils.pvetune.concerns.lxcgpu import sources as sources_mod
-from ansible.module_utils.pvetune.concerns.lxcgpu.checks import (
-    analyze,
-    is_covered,
+from ansible.module_utils.pvetune.concerns.lxcgpu.checks import analyze, mount_order, node_label
+from ansible.module_utils.pvetune.formats.ct_config import (
+    FAMILY_ALLOW_KEY,
     family_order,
-    mount_order,
-    node_label,
+    is_covered,
+    parse_ct_config,
+    parse_device_rule,
 )
-from ansible.module_utils.pvetune.formats.ct_config import FAMILY_ALLOW_KEY, parse_ct_config, parse_device_rule
 from ansible.module_utils.pvetune.formats.proc_devices import NVIDIA_MAJOR
 
 NEW_MOUNT_OPTIONS = "bind,optional,create=file"

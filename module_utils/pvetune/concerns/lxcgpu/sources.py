@@ -29,6 +29,19 @@ _MKNOD_TARGET = re.compile(r"(?:^|/)dev/(nvidia[A-Za-z0-9_.-]*(?:/[A-Za-z0-9_.-]
 _NUMBER = re.compile(r"^[0-9]+$")
 
 
+# Proxmox writes the LXC config of every start here (update_lxc_config: raw lxc.* keys as "key = value", devN
+# entries as "lxc.cgroup2.devices.allow = c M:m rw" with the majors of that moment): the rules a running CT has.
+STARTED_CONFIG = "/var/lib/lxc/%s/config"
+
+
+def read_started_config(fsroot, ctid):
+    """The LXC config CT ``ctid`` was last started with (text, surrogateescape), or None when there is none."""
+    try:
+        return fsroot.read_bytes(STARTED_CONFIG % ctid).decode("utf-8", "surrogateescape")
+    except FsError:
+        return None
+
+
 def ct_path_of(mount):
     """The path a mount entry's target has inside the CT (``dev/nvidia0`` -> ``/dev/nvidia0``), or None.
 

@@ -8,12 +8,14 @@ those files (``all_scenarios``), so no list of checks is written by hand anywher
 """
 import glob
 import importlib
+import json
 import os
 import re
 import zlib
 
-from ansible.module_utils.pvetune.audit import evaluate
+from ansible.module_utils.pvetune.audit import evaluate, gather
 from ansible.module_utils.pvetune.core.catalogue import STATUSES
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import merge_policy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -29,6 +31,16 @@ def by_id(results):
 
 def run_check(facts, policy=None, check_id=None):
     return by_id(evaluate(facts, merge_policy(policy) if policy is not None else DEFAULT, only={check_id}))[check_id]
+
+
+def audit_tree(root, policy=None, as_returned=False):
+    """``(facts, {check id: result})`` of gather + evaluate on a tree with a merged ``policy`` (default: the
+    default policy); ``as_returned``: the facts pass through JSON first, as pvetune_facts returns them."""
+    policy = policy or DEFAULT
+    facts = gather(FsRoot(str(root)), None, policy)
+    if as_returned:
+        facts = json.loads(json.dumps(facts))
+    return facts, by_id(evaluate(facts, policy))
 
 
 def setv(path, value):

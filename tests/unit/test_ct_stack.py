@@ -2,13 +2,11 @@
 lxc_numa_pin fix), nvidia.stack (module flavour and branch for the GPU generation, host <-> CT user-space driver) and
 kernel.known_issues, on the demo fleet, on trees changed for each case and on real /proc files.
 """
-import json
 import os
 import shutil
 import sys
 
 import pytest
-from ansible.module_utils.pvetune.audit import evaluate, gather
 from ansible.module_utils.pvetune.concerns.lxcgpu import fix as lxcgpu_fix
 from ansible.module_utils.pvetune.concerns.lxcres import checks as lxcres
 from ansible.module_utils.pvetune.concerns.nvidia import checks as nvidia
@@ -24,6 +22,7 @@ from ansible.module_utils.pvetune.tables import kernel_issues, nvidia_generation
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 import demo_cts  # noqa: E402
+from checkcases import audit_tree  # noqa: E402
 from modharness import run_module  # noqa: E402
 DEMO = os.path.join(TOP, "demo", "snapshots")
 REAL = os.path.join(TOP, "tests", "fixtures", "realdata")
@@ -51,9 +50,7 @@ def write(root, rel, text):
 
 
 def audit(root, overrides=None):
-    policy = merge_policy(overrides or {})
-    facts = json.loads(json.dumps(gather(FsRoot(str(root)), None, policy)))  # as the module returns them
-    return {r["id"]: r for r in evaluate(facts, policy)}
+    return audit_tree(root, merge_policy(overrides or {}), as_returned=True)[1]
 
 
 def item(result, name):

@@ -2,13 +2,14 @@
 this keeps the committed file in sync and checks it, parsed as markdown, against what a reader must
 see there, written out below (not rebuilt from the catalogue, so a wrong generator fails)."""
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 
 import pytest
-from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
-from ansible.module_utils.pvetune.core.policy import DEFAULT_POLICY, PolicyError, merge_policy
+from ansible.module_utils.pvetune.core.catalogue import CATALOGUE, fix_tags
+from ansible.module_utils.pvetune.core.policy import DEFAULT_POLICY, POLICY_KEYS, PolicyError, merge_policy
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(TOP, "scripts", "gen_docs.py")
@@ -65,7 +66,8 @@ def test_write_mode_produces_the_committed_file(tmp_path, text):
 
 # What a reader of docs/checks.md must see, written out here and not derived from the catalogue or the
 # policy (a generator that printed the wrong column, a stale default or the raw template would still
-# produce a file "in sync" with itself).  A new or changed check updates this table too.
+# produce a file "in sync" with itself): pinned for these checks and keys. A check or key added later is held to
+# its catalogue entry (or PolicyKey) field by field instead, so it needs no line here.
 CHECKS = [  # id, severity, fix tag ("-": not fixed), reboot
     ("cpu.scaling_driver", "high", "cpu", "when the P-state driver is not loaded"),
     ("cpu.governor", "high", "cpu", "no"),
@@ -167,12 +169,18 @@ def section(text, check_id):
     return text.split("\n### %s\n" % check_id, 1)[1].split("\n### ", 1)[0]
 
 
+def expected_row(entry):
+    """(id, severity, fix tag or "-", reboot) of a catalogue entry: the pinned CHECKS row, else its own fields."""
+    pinned = {c[0]: c for c in CHECKS}
+    return pinned.get(entry["id"]) or (entry["id"], entry["severity"], entry["fix_tag"] or "-", entry["reboot"])
+
+
 def test_checks_table_says_what_a_reader_must_see(text):
     rows = table(text, "## Checks")
     assert list(rows[0]) == ["id", "severity", "title", "expected (default policy)", "fix tag", "reboot"]
     shown = [(r["id"], r["severity"], r["fix tag"], r["reboot"]) for r in rows]
     expected = [("[`%s`](#%s)" % (cid, cid.replace(".", "")), sev, "`%s`" % tag if tag != "-" else "-", reboot)
-                for cid, sev, tag, reboot in CHECKS]
+                for cid, sev, tag, reboot in map(expected_row, CATALOGUE)]
     assert shown == expected
     for row in rows:
         assert row["title"] and row["expected (default policy)"]
@@ -181,8 +189,8 @@ def test_checks_table_says_what_a_reader_must_see(text):
 
 def test_check_details_say_the_same(text):
     assert [line[4:] for line in text.splitlines() if line.startswith("### ") and "." in line] == [
-        c[0] for c in CHECKS]
-    for cid, severity, tag, reboot in CHECKS:
+        c["id"] for c in CATALOGUE]
+    for cid, severity, tag, reboot in map(expected_row, CATALOGUE):
         body = section(text, cid)
         assert "- severity: `%s`\n" % severity in body
         assert ("- fix tag: `%s`\n" % tag if tag != "-" else "- fix tag: none (reported only)\n") in body
@@ -190,11 +198,13 @@ def test_check_details_say_the_same(text):
         assert "Why it matters: " in body and "Remediation: " in body
         remediation = body.split("Remediation: ", 1)[1]
         assert "ansible-playbook" not in remediation  # the command is the report's, per host and inventory
-        if tag != "-":
-            assert "- fix command: %s\n" % FIX_COMMANDS[cid] in body
-            assert tag in FIX_COMMANDS[cid].split("--tags ", 1)[1].split()[0].strip("`,").split(",")
-        else:
+        if tag == "-":
             assert "- fix command: " not in body and cid not in FIX_COMMANDS
+            continue
+        command = FIX_COMMANDS.get(cid) or "`ansible-playbook -i <inventory> fix.yml -l <host> --tags %s" % (
+            ",".join(fix_tags(cid)))
+        assert "- fix command: %s" % command in body
+        assert tag in command.split("--tags ", 1)[1].split()[0].strip("`,").split(",")
 
 
 def test_rendered_texts_with_the_default_policy(text):
@@ -209,20 +219,23 @@ def test_rendered_texts_with_the_default_policy(text):
             "ordered before pve-guests.service.\n") in section(text, "pcie.mrrs")
 
 
-def test_every_catalogue_check_is_documented(text):
-    """The literal table above covers the catalogue (a check added there must be added here)."""
-    assert [e["id"] for e in CATALOGUE] == [c[0] for c in CHECKS]
+def test_the_pinned_rows_name_catalogue_checks_and_policy_keys(text):
+    """The literals above pin real checks and keys (a renamed one must not leave its pinned row behind)."""
+    assert {c[0] for c in CHECKS} <= {e["id"] for e in CATALOGUE}
+    assert set(FIX_COMMANDS) <= {c[0] for c in CHECKS} and set(RENDERED) <= {c[0] for c in CHECKS}
+    assert set(POLICY_DEFAULTS) <= set(DEFAULT_POLICY)
 
 
 def test_policy_table_shows_the_defaults(text):
     rows = table(text, "## Policy keys")
     assert list(rows[0]) == ["key", "default", "accepted values", "used in"]
-    assert {r["key"].strip("`"): (r["default"].strip("`"), r["used in"]) for r in rows} == POLICY_DEFAULTS
-    assert [r["key"].strip("`") for r in rows] == sorted(POLICY_DEFAULTS)
+    expected = {key.name: POLICY_DEFAULTS.get(key.name) or (
+        json.dumps(key.default), ", ".join("`%s`" % c for c in key.checks) or "every check") for key in POLICY_KEYS}
+    assert {r["key"].strip("`"): (r["default"].strip("`"), r["used in"]) for r in rows} == expected
+    assert [r["key"].strip("`") for r in rows] == sorted(expected)
     assert all(r["accepted values"] for r in rows)
-    for key, (default, _) in POLICY_DEFAULTS.items():
+    for key, (default, _) in expected.items():
         assert "\n- `%s` (default `%s`): " % (key, default) in text
-    assert set(POLICY_DEFAULTS) == set(DEFAULT_POLICY)  # and the literal covers the policy
 
 
 def test_severities_line(text):

@@ -12,10 +12,9 @@ import time
 
 import pytest
 import yaml
-from ansible.module_utils.pvetune.audit import evaluate, gather
 from ansible.module_utils.pvetune.core.catalogue import BY_ID
-from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import merge_policy
+from checkcases import audit_tree
 from modharness import run_module
 from privdrop import run_as_nobody
 
@@ -41,8 +40,7 @@ POLICY = demo_policy()
 
 
 def audit(root):
-    facts = gather(FsRoot(str(root)), None, POLICY)
-    return facts, {r["id"]: r for r in evaluate(facts, POLICY)}
+    return audit_tree(root, POLICY)
 
 
 @pytest.fixture(scope="module")

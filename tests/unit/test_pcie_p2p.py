@@ -8,10 +8,9 @@ import shutil
 
 import pcibuild
 import pytest
-from ansible.module_utils.pvetune.audit import evaluate, gather
+from checkcases import audit_tree
 from ansible.module_utils.pvetune.concerns.pcie import topology as pcie_topology
 from ansible.module_utils.pvetune.core import cpuprofile
-from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import merge_policy
 from ansible.module_utils.pvetune.formats import pci_config, pci_ext, pci_ids
 
@@ -237,9 +236,8 @@ def test_acs_ports_errors_and_clear_ports():
 
 # -- the demo fleet --------------------------------------------------------------------------------------------------
 def audit(root, **policy):
-    pol = merge_policy(dict({"kernel_series": "6.14", "pcie_mrrs": 4096, "numa_balancing": 0}, **policy))
-    facts = gather(FsRoot(root), None, pol)
-    return facts, {r["id"]: r for r in evaluate(facts, pol)}
+    return audit_tree(root, merge_policy(dict({"kernel_series": "6.14", "pcie_mrrs": 4096, "numa_balancing": 0},
+                                              **policy)))
 
 
 @pytest.fixture(scope="module")

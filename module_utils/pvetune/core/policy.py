@@ -55,7 +55,8 @@ def _word(value):
 
 
 def one_of(*choices, **kw):
-    return lambda v: None if isinstance(v, str) and v in choices else kw["error"]
+    error = kw.get("error") or "must be one of %s" % ", ".join(choices)
+    return lambda v: None if isinstance(v, str) and v in choices else error
 
 
 def lower_case_word(value):

@@ -156,40 +156,25 @@ actions:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.cluster.cmd import Waiter
-from ansible.module_utils.pvetune.cluster.steps import STATES, run_gate
-from ansible.module_utils.pvetune.core.changeset import validate_run_id
-from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.core.runner import Runner
+from ansible.module_utils.pvetune.cluster.steps import STATES, cluster_gate
+from ansible.module_utils.pvetune.core.module_exit import finish
+
+ARGUMENT_SPEC = dict(
+    root=dict(type="path", default="/"),
+    run_id=dict(type="str"),
+    state=dict(type="str", default="check", choices=list(STATES)),
+    leaving=dict(type="list", elements="str", default=[]),
+    ctids=dict(type="list", elements="int", default=[]),
+    running_guests=dict(type="str", default="refuse", choices=["refuse", "stop"]),
+    timeout=dict(type="int", default=900),
+    poll=dict(type="int", default=5),
+)
+MODULE_OPTIONS = dict(required_if=[("state", "enter", ["run_id"])])
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            root=dict(type="path", default="/"),
-            run_id=dict(type="str"),
-            state=dict(type="str", default="check", choices=list(STATES)),
-            leaving=dict(type="list", elements="str", default=[]),
-            ctids=dict(type="list", elements="int", default=[]),
-            running_guests=dict(type="str", default="refuse", choices=["refuse", "stop"]),
-            timeout=dict(type="int", default=900),
-            poll=dict(type="int", default=5),
-        ),
-        required_if=[("state", "enter", ["run_id"])],
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        if p["run_id"] is not None:
-            validate_run_id(p["run_id"])
-        fsroot = FsRoot(p["root"])
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    failed, result = run_gate(fsroot, Runner(fsroot, module.run_command), p, module.check_mode,
-                              Waiter(p["timeout"], p["poll"]))
-    if failed:
-        module.fail_json(**result)
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, **MODULE_OPTIONS)
+    finish(module, *cluster_gate(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

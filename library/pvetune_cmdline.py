@@ -161,7 +161,8 @@ changes:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.concerns.bootargs.fix import LOADERS, fix
-from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS
+from ansible.module_utils.pvetune.core.module_exit import finish
 from ansible.module_utils.pvetune.formats.grub_edit import DROPIN_PATH
 
 ARGUMENT_SPEC = dict(

@@ -64,20 +64,16 @@ size:
   type: int
 """
 
-import base64
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.collect import collect
-from ansible.module_utils.pvetune.core.runner import Runner
+from ansible.module_utils.pvetune.collect import collect_archive
+from ansible.module_utils.pvetune.core.module_exit import finish
+
+ARGUMENT_SPEC = dict(root=dict(type="path", default="/"))
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(root=dict(type="path", default="/")), supports_check_mode=True)
-    try:
-        data, info = collect(module.params["root"], lambda fsroot: Runner(fsroot, module.run_command))
-    except ValueError as exc:
-        module.fail_json(msg="root: %s" % exc)
-    module.exit_json(changed=False, archive_b64=base64.b64encode(data).decode("ascii"), info=info, size=len(data))
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    finish(module, *collect_archive(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

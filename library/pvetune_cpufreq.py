@@ -186,7 +186,8 @@ skipped_commands:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.concerns.cpufreq.fix import fix
-from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS
+from ansible.module_utils.pvetune.core.module_exit import finish
 
 ARGUMENT_SPEC = dict(
     FIX_ARGS,
@@ -200,7 +201,7 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    finish(module, *fix(module.params, module.check_mode, module._diff))
+    finish(module, *fix(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

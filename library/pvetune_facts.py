@@ -192,68 +192,24 @@ scope:
            "needs": ["cmdline"]}], "bad": [], "pending": [], "reboots": []}
 """
 
-import time
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.audit import evaluate, gather
-from ansible.module_utils.pvetune.core.cpuprofile import for_host
-from ansible.module_utils.pvetune.core.catalogue import BY_ID
-from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.core.policy import PolicyError, merge_policy
-from ansible.module_utils.pvetune.core.result import summarize
-from ansible.module_utils.pvetune.core.scope import run_scope
-from ansible.module_utils.pvetune.core.runner import Runner
+from ansible.module_utils.pvetune.audit import audit_host
+from ansible.module_utils.pvetune.core.module_exit import finish
 
-
-def run_module(module):
-    params = module.params
-    try:
-        policy = merge_policy(params["policy"])
-    except PolicyError as exc:
-        module.fail_json(msg=str(exc))
-    unknown = [c for c in params["checks"] if c not in BY_ID]
-    if unknown:
-        module.fail_json(msg="unknown check id(s): %s; known: %s" % (", ".join(unknown), ", ".join(sorted(BY_ID))))
-    try:
-        fsroot = FsRoot(params["root"])   # a root that is no directory is refused here, by name
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    runner = Runner(fsroot, module.run_command)
-    started = time.monotonic()
-    facts = gather(fsroot, runner, policy)
-    policy = for_host(policy, facts)
-    results = evaluate(facts, policy, only=set(params["checks"]) or None)
-    out = {
-        "changed": False,
-        "root": fsroot.root,
-        "results": results,
-        "summary": summarize(results, params["fail_on"]),
-        "policy": policy,
-        "host": facts.get("host") if isinstance(facts.get("host"), dict) else {},
-        "gather_errors": facts["errors"],
-        "duration": round(time.monotonic() - started, 4),
-    }
-    if params["run_tags"] is not None:
-        out["scope"] = run_scope(results, params["run_tags"], params["skip_tags"])
-    if params["include_facts"]:
-        out["facts"] = facts
-    module.exit_json(**out)
+ARGUMENT_SPEC = dict(
+    root=dict(type="path", default="/"),
+    policy=dict(type="dict", default={}),
+    checks=dict(type="list", elements="str", default=[]),
+    fail_on=dict(type="str", default="high", choices=["critical", "high", "medium", "low", "info"]),
+    include_facts=dict(type="bool", default=False),
+    run_tags=dict(type="list", elements="str"),
+    skip_tags=dict(type="list", elements="str", default=[]),
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            root=dict(type="path", default="/"),
-            policy=dict(type="dict", default={}),
-            checks=dict(type="list", elements="str", default=[]),
-            fail_on=dict(type="str", default="high", choices=["critical", "high", "medium", "low", "info"]),
-            include_facts=dict(type="bool", default=False),
-            run_tags=dict(type="list", elements="str"),
-            skip_tags=dict(type="list", elements="str", default=[]),
-        ),
-        supports_check_mode=True,
-    )
-    run_module(module)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    finish(module, *audit_host(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

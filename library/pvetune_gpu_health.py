@@ -146,46 +146,23 @@ skipped_commands:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune import gpu_health
-from ansible.module_utils.pvetune.concerns.lxcgpu import fix as lxcgpu_fix
-from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
-from ansible.module_utils.pvetune.core.runner import Runner
+from ansible.module_utils.pvetune.core.module_exit import finish
+from ansible.module_utils.pvetune.gpu_health import check_health
+
+ARGUMENT_SPEC = {
+    "root": {"type": "path", "default": "/"},
+    "ctids": {"type": "list", "elements": "raw", "default": []},
+    "host": {"type": "bool", "default": True},
+    "cts": {"type": "bool", "default": True},
+    "uvm_probe": {"type": "bool", "default": True},
+    "pending_restart": {"type": "list", "elements": "raw", "default": []},
+    "baseline": {"type": "list", "elements": "dict"},
+}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "root": {"type": "path", "default": "/"},
-            "ctids": {"type": "list", "elements": "raw", "default": []},
-            "host": {"type": "bool", "default": True},
-            "cts": {"type": "bool", "default": True},
-            "uvm_probe": {"type": "bool", "default": True},
-            "pending_restart": {"type": "list", "elements": "raw", "default": []},
-            "baseline": {"type": "list", "elements": "dict"},
-        },
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        ctids = lxcgpu_fix.validate_ctids(p["ctids"])
-        pending = lxcgpu_fix.validate_ctids(p["pending_restart"])
-        fsroot = FsRoot(p["root"])
-    except (ValueError, lxcgpu_fix.LxcFixError) as exc:
-        module.fail_json(msg=str(exc))
-    runner = Runner(fsroot, module.run_command)
-    try:
-        res = gpu_health.run_health(fsroot, runner, ctids, check_host_gpus=p["host"], check_cts=p["cts"],
-                                    uvm_probe=p["uvm_probe"], pending_restart=pending, baseline=p["baseline"])
-    except (lxcgpu_fix.LxcFixError, FsError, ValueError) as exc:
-        module.fail_json(msg=str(exc), changed=False)
-    result = dict(changed=False, **res)
-    for target in res["targets"]:
-        if target["status"] == gpu_health.BROKEN_BEFORE:
-            module.warn("%s: %s" % (target["target"], target["message"]))
-    if res["failed_targets"]:
-        details = ["%s: %s" % (t["target"], t["message"]) for t in res["targets"] if t["status"] == gpu_health.FAIL]
-        module.fail_json(msg="GPU health check failed: %s" % "; ".join(details), **result)
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    finish(module, *check_health(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

@@ -99,41 +99,25 @@ holder:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.core.changeset import validate_run_id
-from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.core.lock import lock
+from ansible.module_utils.pvetune.core.lock import manage_lock
+from ansible.module_utils.pvetune.core.module_exit import finish
+
+ARGUMENT_SPEC = dict(
+    root=dict(type="path", default="/"),
+    run_id=dict(type="str", required=True),
+    state=dict(type="str", default="present", choices=["present", "absent"]),
+    path=dict(type="path", default="/run/pvetune/fix.lock"),
+    owner=dict(type="str", default=""),
+    stale_after=dict(type="int", default=21600),
+    break_stale=dict(type="bool", default=False),
+    token=dict(type="str", default="", no_log=False),
+    controller=dict(type="str", default=""),
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            root=dict(type="path", default="/"),
-            run_id=dict(type="str", required=True),
-            state=dict(type="str", default="present", choices=["present", "absent"]),
-            path=dict(type="path", default="/run/pvetune/fix.lock"),
-            owner=dict(type="str", default=""),
-            stale_after=dict(type="int", default=21600),
-            break_stale=dict(type="bool", default=False),
-            token=dict(type="str", default="", no_log=False),
-            controller=dict(type="str", default=""),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        validate_run_id(p["run_id"])
-        fsroot = FsRoot(p["root"])
-    except ValueError as exc:
-        if p["state"] == "absent" and p["run_id"] and "root" in str(exc):
-            # No lock can be held under a root that is no directory: nothing to release, and a failure here would
-            # hide why the run stopped (the rollout's next task says it).
-            module.exit_json(changed=False, holder={}, msg="not held: %s" % exc)
-        module.fail_json(msg=str(exc))
-    failed, result = lock(fsroot, p["run_id"], p["state"], p["path"], p["owner"], p["stale_after"],
-                          p["break_stale"], module.check_mode, token=p["token"], controller=p["controller"])
-    if failed:
-        module.fail_json(**result)
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    finish(module, *manage_lock(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

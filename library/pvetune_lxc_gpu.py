@@ -228,7 +228,8 @@ skipped:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.concerns.lxcgpu.fix import fix
-from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS
+from ansible.module_utils.pvetune.core.module_exit import finish
 
 ARGUMENT_SPEC = dict(
     FIX_ARGS,

@@ -88,24 +88,18 @@ report:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.report.metrics import host_metrics, read_document
+from ansible.module_utils.pvetune.core.module_exit import finish
+from ansible.module_utils.pvetune.report.metrics import read_host_metrics
+
+ARGUMENT_SPEC = dict(
+    report=dict(type="path", required=True),
+    hosts=dict(type="list", elements="str", required=True),
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            report=dict(type="path", required=True),
-            hosts=dict(type="list", elements="str", required=True),
-        ),
-        supports_check_mode=True,
-    )
-    try:
-        doc = read_document(module.params["report"])
-        metrics, missing = host_metrics(doc, module.params["hosts"], module.params["report"])
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, metrics=metrics, missing=missing, generated_at=doc["generated_at"],
-                     report=module.params["report"])
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    finish(module, *read_host_metrics(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

@@ -102,14 +102,15 @@ skipped_commands:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.concerns.pcie.acs_fix import fix
-from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, GPU_SELECT_ARGS, finish
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, GPU_SELECT_ARGS
+from ansible.module_utils.pvetune.core.module_exit import finish
 
 ARGUMENT_SPEC = dict(FIX_ARGS, **GPU_SELECT_ARGS)
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    finish(module, *fix(module.params, module.check_mode, module._diff, module.run_command))
+    finish(module, *fix(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

@@ -113,7 +113,8 @@ skipped_commands:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.concerns.pcie.fix import fix
-from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, GPU_SELECT_ARGS, finish
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, GPU_SELECT_ARGS
+from ansible.module_utils.pvetune.core.module_exit import finish
 
 ARGUMENT_SPEC = dict(FIX_ARGS, mrrs={"type": "int", "default": 4096, "choices": [128, 256, 512, 1024, 2048, 4096]},
                      bdfs={"type": "list", "elements": "str"}, **GPU_SELECT_ARGS)
@@ -121,7 +122,7 @@ ARGUMENT_SPEC = dict(FIX_ARGS, mrrs={"type": "int", "default": 4096, "choices": 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    finish(module, *fix(module.params, module.check_mode, module._diff, module.run_command))
+    finish(module, *fix(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

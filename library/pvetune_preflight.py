@@ -93,47 +93,23 @@ ctids:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.audit import host_policy
-from ansible.module_utils.pvetune.concerns.lxcgpu import fix as lxcgpu_fix
-from ansible.module_utils.pvetune.concerns.pcie import fix as pcie_fix
-from ansible.module_utils.pvetune.core.changeset import validate_run_id
-from ansible.module_utils.pvetune.core.fsroot import FsRoot
-from ansible.module_utils.pvetune.core.policy import merge_policy
+from ansible.module_utils.pvetune.core.module_exit import finish
+from ansible.module_utils.pvetune.preflight import preflight
+
+ARGUMENT_SPEC = {
+    "run_id": {"type": "str", "required": True},
+    "policy": {"type": "dict", "default": {}},
+    "ctids": {"type": "list", "elements": "raw", "default": []},
+    "bdfs": {"type": "list", "elements": "raw", "default": []},
+    "cgroup_version": {"type": "str", "default": "auto"},
+    "root": {"type": "path", "default": "/"},
+    "legacy_reboot_ok": {"type": "bool"},
+}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "run_id": {"type": "str", "required": True},
-            "policy": {"type": "dict", "default": {}},
-            "ctids": {"type": "list", "elements": "raw", "default": []},
-            "bdfs": {"type": "list", "elements": "raw", "default": []},
-            "cgroup_version": {"type": "str", "default": "auto"},
-            "root": {"type": "path", "default": "/"},
-            "legacy_reboot_ok": {"type": "bool"},
-        },
-        supports_check_mode=True,
-    )
-    p = module.params
-    checks = (
-        ("run_id", lambda: validate_run_id(p["run_id"])),
-        ("root", lambda: FsRoot(p["root"])),
-        ("pvetune_policy", lambda: host_policy(out["root"], merge_policy(p["policy"]))),
-        ("pvetune_lxc_ctids", lambda: lxcgpu_fix.validate_ctids(p["ctids"])),
-        ("pvetune_lxc_cgroup_version", lambda: lxcgpu_fix.validate_cgroup_version(p["cgroup_version"])),
-        ("pvetune_pcie_bdfs", lambda: pcie_fix.validate_options(bdfs=p["bdfs"] or None)),
-    )
-    out = {}
-    for what, check in checks:
-        try:
-            out[what] = check()
-        except ValueError as exc:
-            module.fail_json(msg="%s: %s; nothing was changed" % (what, exc))
-    if p["legacy_reboot_ok"] is not None:
-        module.deprecate("The variable reboot_ok is deprecated, use pvetune_reboot_ok (same meaning; "
-                         "pvetune_reboot_ok wins when both are set)",
-                         version="1.0.0", collection_name="pvetune.gpuhost")
-    module.exit_json(changed=False, policy=out["pvetune_policy"], ctids=out["pvetune_lxc_ctids"])
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    finish(module, *preflight(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

@@ -157,10 +157,12 @@ fleet_failed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.report import write as report
+from ansible.module_utils.pvetune.core.module_exit import finish
+from ansible.module_utils.pvetune.report.write import write_fleet_reports
 
 # The controller runs this through the action plugin of the same name (action_plugins/pvetune_report.py),
-# which calls report.write_reports() in-process; this module is the same code for a direct module call.
+# which calls report.write_reports() in-process; this module calls the same code (write_fleet_reports) for a
+# direct module call.
 
 ARGUMENT_SPEC = dict(
     hosts=dict(type="list", elements="str", required=True),
@@ -175,13 +177,7 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    p = module.params
-    try:
-        result = report.write_reports(p["hosts"], p["audits"], p["dest"], p["fail_on"], p["run"], p["timestamp"],
-                                      module.check_mode, junit_warn_as_failure=p["junit_warn_as_failure"])
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(**result)
+    finish(module, *write_fleet_reports(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

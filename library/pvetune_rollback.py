@@ -113,7 +113,8 @@ next_boot:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS
+from ansible.module_utils.pvetune.core.module_exit import finish
 from ansible.module_utils.pvetune.rollback import rollback
 
 ARGUMENT_SPEC = dict(

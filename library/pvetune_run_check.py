@@ -166,36 +166,29 @@ controller:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.core.runcheck import check_run
+from ansible.module_utils.pvetune.core.module_exit import finish
+from ansible.module_utils.pvetune.core.runcheck import run_check
+
+ARGUMENT_SPEC = dict(
+    playbook=dict(type="str", required=True, choices=["audit", "fix", "rollback", "collect", "metrics"]),
+    pattern=dict(type="str", required=True),
+    pattern_hosts=dict(type="list", elements="str", required=True),
+    play_hosts=dict(type="list", elements="str", required=True),
+    run_tags=dict(type="list", elements="str", default=["all"]),
+    skip_tags=dict(type="list", elements="str", default=[]),
+    inventory=dict(type="list", elements="str", default=[]),
+    run_id=dict(type="str"),
+    policies=dict(type="dict", default={}),
+    extra_vars=dict(type="list", elements="str"),
+    host_vars=dict(type="dict", default={}),
+    play_keywords=dict(type="bool", default=True),
+    report_dirs=dict(type="dict"),
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            playbook=dict(type="str", required=True, choices=["audit", "fix", "rollback", "collect", "metrics"]),
-            pattern=dict(type="str", required=True),
-            pattern_hosts=dict(type="list", elements="str", required=True),
-            play_hosts=dict(type="list", elements="str", required=True),
-            run_tags=dict(type="list", elements="str", default=["all"]),
-            skip_tags=dict(type="list", elements="str", default=[]),
-            inventory=dict(type="list", elements="str", default=[]),
-            run_id=dict(type="str"),
-            policies=dict(type="dict", default={}),
-            extra_vars=dict(type="list", elements="str"),
-            host_vars=dict(type="dict", default={}),
-            play_keywords=dict(type="bool", default=True),
-            report_dirs=dict(type="dict"),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    result = check_run(p["playbook"], p["pattern"], p["pattern_hosts"], p["play_hosts"], p["run_tags"],
-                       p["skip_tags"], inventory=p["inventory"], run_id=p["run_id"], policies=p["policies"],
-                       host_vars=p["host_vars"], extra_vars=p["extra_vars"] if p["play_keywords"] else None,
-                       report_dirs=p["report_dirs"])
-    for warning in result.pop("warnings"):
-        module.warn(warning)
-    module.exit_json(changed=False, **result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    finish(module, *run_check(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

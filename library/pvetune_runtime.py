@@ -111,7 +111,8 @@ from ansible.module_utils.pvetune.boot import (  # noqa: F401  pylint: disable=u
     helper as boothelper,
     units as bootunits,
 )
-from ansible.module_utils.pvetune.core.module_common import FIX_ARGS, finish
+from ansible.module_utils.pvetune.core.module_common import FIX_ARGS
+from ansible.module_utils.pvetune.core.module_exit import finish
 from ansible.module_utils.pvetune.boot.install import install
 
 

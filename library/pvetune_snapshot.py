@@ -85,7 +85,7 @@ info:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.collect import store_snapshot
-from ansible.module_utils.pvetune.core.module_common import finish
+from ansible.module_utils.pvetune.core.module_exit import finish
 
 ARGUMENT_SPEC = dict(
     data=dict(type="str", required=True, no_log=False),
@@ -97,7 +97,7 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    finish(module, *store_snapshot(module.params, module.check_mode))
+    finish(module, *store_snapshot(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

@@ -74,26 +74,21 @@ state:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.pvetune.report.textfile import DEFAULT_DIR, export
+from ansible.module_utils.pvetune.core.module_exit import finish
+from ansible.module_utils.pvetune.report.textfile import DEFAULT_DIR, export_textfile
+
+ARGUMENT_SPEC = dict(
+    root=dict(type="path", default="/"),
+    dir=dict(type="str", default=DEFAULT_DIR),
+    content=dict(type="str"),
+    state=dict(type="str", default="present", choices=["present", "absent"]),
+)
+MODULE_OPTIONS = dict(required_if=[("state", "present", ("content",))])
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            root=dict(type="path", default="/"),
-            dir=dict(type="str", default=DEFAULT_DIR),
-            content=dict(type="str"),
-            state=dict(type="str", default="present", choices=["present", "absent"]),
-        ),
-        required_if=[("state", "present", ("content",))],
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        result = export(p["root"], p["dir"], p["content"], p["state"], module.check_mode, module._diff)
-    except (ValueError, OSError) as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, **MODULE_OPTIONS)
+    finish(module, *export_textfile(module.params, module.run_command, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

@@ -7,13 +7,14 @@
 a reader may build on an earlier section, as the LXC reader does on the NVIDIA one).  A section that cannot be read
 becomes ``{"error": "<path>: <problem>"}`` and is listed in ``facts["errors"]``; the other sections are still
 gathered.  ``evaluate(facts, policy)`` runs, for every catalogue entry, the evaluator its concern registers.
-Nothing here writes anything.
+``audit_host`` is pvetune_facts' one call: both, on the root the module names.  Nothing here writes anything.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import time
 import traceback
 
 from ansible.module_utils.pvetune.concerns.bootargs import checks as bootargs
@@ -29,10 +30,12 @@ from ansible.module_utils.pvetune.concerns.nvidia import checks as nvidia
 from ansible.module_utils.pvetune.concerns.nvidia_stack import checks as nvidia_stack
 from ansible.module_utils.pvetune.concerns.pcie import checks as pcie
 from ansible.module_utils.pvetune.core import cpuprofile
-from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
-from ansible.module_utils.pvetune.core.fsroot import FsError
-from ansible.module_utils.pvetune.core.policy import merge_policy
-from ansible.module_utils.pvetune.core.result import make_result
+from ansible.module_utils.pvetune.core.catalogue import BY_ID, CATALOGUE
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.policy import PolicyError, merge_policy
+from ansible.module_utils.pvetune.core.result import make_result, summarize
+from ansible.module_utils.pvetune.core.runner import Runner
+from ansible.module_utils.pvetune.core.scope import run_scope
 
 # Gather order. The catalogue's "concern" of each check names one of these (held together by a test).
 CONCERNS = (host, cpufreq, cstates, bootargs, numa, pcie, kernel, nvidia, nvidia_stack, lxcgpu, lxcres, iommu)
@@ -103,3 +106,40 @@ def evaluate(facts, policy, only=None):
             results.append(make_result(cid, policy, "error", None, "internal error evaluating %s: %s: %s"
                                        % (cid, type(exc).__name__, exc)))
     return results
+
+
+def audit_host(params, run_command, check_mode, diff):
+    """pvetune_facts' one call: ``(failed, result, warnings)``.  The policy, the check ids and the root are checked
+    before anything is read; then one gather() and evaluate() of the host under ``root`` (or of ``checks``), the
+    summary against ``fail_on``, the run's scope when ``run_tags`` is given and the facts with ``include_facts``."""
+    try:
+        policy = merge_policy(params["policy"])
+    except PolicyError as exc:
+        return True, {"msg": str(exc)}, []
+    unknown = [c for c in params["checks"] if c not in BY_ID]
+    if unknown:
+        return True, {"msg": "unknown check id(s): %s; known: %s" % (", ".join(unknown), ", ".join(sorted(BY_ID)))}, []
+    try:
+        fsroot = FsRoot(params["root"])   # a root that is no directory is refused here, by name
+    except ValueError as exc:
+        return True, {"msg": str(exc)}, []
+    runner = Runner(fsroot, run_command)
+    started = time.monotonic()
+    facts = gather(fsroot, runner, policy)
+    policy = cpuprofile.for_host(policy, facts)
+    results = evaluate(facts, policy, only=set(params["checks"]) or None)
+    out = {
+        "changed": False,
+        "root": fsroot.root,
+        "results": results,
+        "summary": summarize(results, params["fail_on"]),
+        "policy": policy,
+        "host": facts.get("host") if isinstance(facts.get("host"), dict) else {},
+        "gather_errors": facts["errors"],
+        "duration": round(time.monotonic() - started, 4),
+    }
+    if params["run_tags"] is not None:
+        out["scope"] = run_scope(results, params["run_tags"], params["skip_tags"])
+    if params["include_facts"]:
+        out["facts"] = facts
+    return False, out, []

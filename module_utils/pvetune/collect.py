@@ -32,6 +32,7 @@ import time
 
 from ansible.module_utils.pvetune.core.filewrite import atomic_write, makedirs
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot, walk_in_root
+from ansible.module_utils.pvetune.core.runner import Runner
 from ansible.module_utils.pvetune.concerns.lxcres import checks as lxcres
 from ansible.module_utils.pvetune.formats import dev_nodes, pci_ids
 
@@ -224,6 +225,17 @@ def format_ls(nodes):
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def collect_archive(params, run_command, check_mode, diff):
+    """pvetune_collect's one call: ``(failed, result, warnings)``, the result carrying collect()'s archive as base64
+    (``archive_b64``), its ``info`` and its ``size``.  Nothing is written, in check mode or not."""
+    try:
+        data, info = collect(params["root"], lambda fsroot: Runner(fsroot, run_command))
+    except ValueError as exc:
+        return True, {"msg": "root: %s" % exc}, []
+    return False, {"changed": False, "archive_b64": base64.b64encode(data).decode("ascii"), "info": info,
+                   "size": len(data)}, []
+
+
 def collect(fsroot_root, runner_factory, hostname=None, now=None):
     """Gather through a recording root and pack what was read. Returns (bytes, info)."""
     from ansible.module_utils.pvetune import audit
@@ -374,7 +386,7 @@ def read_info(data):
         return json.loads(tar.extractfile(member).read().decode("utf-8"))
 
 
-def store_snapshot(params, check_mode):
+def store_snapshot(params, run_command, check_mode, diff):
     """pvetune_snapshot's one call: decode the archive collect.yml fetched (base64 ``data``), write it to ``dest``
     and, with ``extract``, unpack it beside (``extract_dir``; a staging directory renamed into place, so a refused
     or broken archive leaves the previous tree).  Returns ``(failed, result, warnings)``."""

@@ -39,8 +39,8 @@ from ansible.module_utils.pvetune.concerns.lxcgpu import fix as lxcgpu_fix
 from ansible.module_utils.pvetune.concerns.lxcgpu import pct as lxcgpu_pct
 from ansible.module_utils.pvetune.concerns.lxcgpu import sources as lxcgpu_sources
 from ansible.module_utils.pvetune.concerns.nvidia import checks as nvidia
-from ansible.module_utils.pvetune.core.fsroot import FsError
-from ansible.module_utils.pvetune.core.runner import CommandUnavailable
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.runner import CommandUnavailable, Runner
 from ansible.module_utils.pvetune.formats import ct_config, dev_nodes
 
 OK = "ok"
@@ -213,6 +213,29 @@ def judge_against(target, failures):
     target["status"] = BROKEN_BEFORE
     target["message"] = "already failing before this run's first change, not made worse by it: %s" % target["message"]
     return target
+
+
+def check_health(params, run_command, check_mode, diff):
+    """pvetune_gpu_health's one call: ``(failed, result, warnings)``.  Fails when a target fails (the message names
+    each with its reason); a ``broken-before`` target is a warning, not a failure."""
+    try:
+        ctids = lxcgpu_fix.validate_ctids(params["ctids"])
+        pending = lxcgpu_fix.validate_ctids(params["pending_restart"])
+        fsroot = FsRoot(params["root"])
+    except (ValueError, lxcgpu_fix.LxcFixError) as exc:
+        return True, {"msg": str(exc)}, []
+    runner = Runner(fsroot, run_command)
+    try:
+        res = run_health(fsroot, runner, ctids, check_host_gpus=params["host"], check_cts=params["cts"],
+                         uvm_probe=params["uvm_probe"], pending_restart=pending, baseline=params["baseline"])
+    except (lxcgpu_fix.LxcFixError, FsError, ValueError) as exc:
+        return True, {"msg": str(exc), "changed": False}, []
+    result = dict(changed=False, **res)
+    warnings = ["%s: %s" % (t["target"], t["message"]) for t in res["targets"] if t["status"] == BROKEN_BEFORE]
+    if res["failed_targets"]:
+        details = ["%s: %s" % (t["target"], t["message"]) for t in res["targets"] if t["status"] == FAIL]
+        return True, dict(result, msg="GPU health check failed: %s" % "; ".join(details)), warnings
+    return False, result, warnings
 
 
 def run_health(fsroot, runner, ctids=(), check_host_gpus=True, check_cts=True, uvm_probe=True,

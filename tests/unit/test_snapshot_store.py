@@ -26,7 +26,7 @@ def params(dest, data, **kw):
 def test_the_archive_is_written_and_unpacked_beside_it(tmp_path):
     data = archive(tmp_path)
     dest = tmp_path / "snapshots" / "pve-x.tar.gz"
-    failed, result, warnings = store_snapshot(params(dest, data), check_mode=False)
+    failed, result, warnings = store_snapshot(params(dest, data), None, False, False)
     assert (failed, warnings, result["changed"]) == (False, [], True)
     assert dest.read_bytes() == data and result["extract_dir"] == str(tmp_path / "snapshots" / "pve-x")
     assert (tmp_path / "snapshots" / "pve-x" / "proc" / "sys" / "kernel" / "numa_balancing").read_text() == "1\n"
@@ -36,22 +36,22 @@ def test_the_archive_is_written_and_unpacked_beside_it(tmp_path):
 
 def test_check_mode_writes_nothing_and_says_where_it_would(tmp_path):
     dest = tmp_path / "out" / "pve-x.tar.gz"
-    failed, result, _ = store_snapshot(params(dest, archive(tmp_path)), check_mode=True)
+    failed, result, _ = store_snapshot(params(dest, archive(tmp_path)), None, True, False)
     assert (failed, result["changed"], result["dest"]) == (False, False, str(dest))
     assert not (tmp_path / "out").exists()
 
 
 def test_a_damaged_archive_is_refused_by_name(tmp_path):
-    failed, result, _ = store_snapshot(params(tmp_path / "x.tar.gz", b"not a tarball"), check_mode=False)
+    failed, result, _ = store_snapshot(params(tmp_path / "x.tar.gz", b"not a tarball"), None, False, False)
     assert failed and result["msg"].startswith("data is not a readable snapshot archive")
-    failed, result, _ = store_snapshot(dict(params(tmp_path / "x.tar.gz", b""), data="@@@"), check_mode=False)
+    failed, result, _ = store_snapshot(dict(params(tmp_path / "x.tar.gz", b""), data="@@@"), None, False, False)
     assert failed and result["msg"].startswith("data is not a pvetune snapshot archive")
     assert not (tmp_path / "x.tar.gz").exists()
 
 
 def test_an_unsafe_archive_keeps_the_previous_tree(tmp_path):
     dest = tmp_path / "pve-x.tar.gz"
-    store_snapshot(params(dest, archive(tmp_path)), check_mode=False)
+    store_snapshot(params(dest, archive(tmp_path)), None, False, False)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         info = tarfile.TarInfo("./.pvetune/snapshot.json")
@@ -60,7 +60,7 @@ def test_an_unsafe_archive_keeps_the_previous_tree(tmp_path):
         evil = tarfile.TarInfo("../escape")
         evil.size = 1
         tar.addfile(evil, io.BytesIO(b"x"))
-    failed, result, _ = store_snapshot(params(dest, buf.getvalue()), check_mode=False)
+    failed, result, _ = store_snapshot(params(dest, buf.getvalue()), None, False, False)
     assert failed and result["msg"].startswith("refusing to unpack %s" % dest)
     assert (tmp_path / "pve-x" / "proc" / "cmdline").exists() and not (tmp_path / "escape").exists()
     assert not (tmp_path / "pve-x.tmp").exists()

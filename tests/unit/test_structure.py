@@ -65,3 +65,41 @@ def test_every_path_a_comment_or_doc_names_exists():
             if not os.path.exists(os.path.join(TOP, where)) and not ignored(where):
                 missing.append("%s names %s" % (path, named))
     assert missing == []
+
+
+MODULE_SHAPE = ("module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True%s)\n"
+                "finish(module, *%s(module.params, module.run_command, module.check_mode, module._diff))\n")
+
+
+def main_shape(path):
+    """What keeps library/<module>.py's main() from the one module shape: MODULE_SHAPE (with ``**MODULE_OPTIONS``
+    where the module needs more AnsibleModule keywords), the option dicts defined at module level and the called
+    function imported from module_utils (it returns ``(failed, result, warnings)``, ``finish`` emits them)."""
+    with open(os.path.join(TOP, path)) as handle:
+        tree = ast.parse(handle.read(), path)
+    mains = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
+    if len(mains) != 1:
+        return "%s: no main()" % path
+    body = mains[0].body
+    try:
+        call = body[1].value.args[1].value.func.id
+    except (IndexError, AttributeError):
+        return "%s: main() does not end in finish(module, *<call>(...))" % path
+    shapes = [[ast.dump(stmt) for stmt in ast.parse(MODULE_SHAPE % (options, call)).body]
+              for options in ("", ", **MODULE_OPTIONS")]
+    if [ast.dump(stmt) for stmt in body] not in shapes:
+        return "%s: main() is not the module shape (with %s)" % (path, call)
+    assigned = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    wanted = {"ARGUMENT_SPEC"} | ({"MODULE_OPTIONS"} if "MODULE_OPTIONS" in ast.dump(body[0]) else set())
+    if wanted - assigned:
+        return "%s: %s not defined at module level" % (path, ", ".join(sorted(wanted - assigned)))
+    imported = {(n.module, a.asname or a.name) for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    if not any(module.startswith("ansible.module_utils.pvetune.") and name == call for module, name in imported):
+        return "%s: %s is not imported from module_utils/pvetune" % (path, call)
+    return None
+
+
+def test_every_module_has_the_one_module_shape():
+    modules = sorted(f for f in os.listdir(os.path.join(TOP, "library")) if re.match(r"pvetune_\w+\.py\Z", f))
+    assert modules
+    assert [msg for msg in (main_shape("library/" + f) for f in modules) if msg] == []

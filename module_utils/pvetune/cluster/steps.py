@@ -25,12 +25,14 @@ import json
 import os
 
 from ansible.module_utils.pvetune.cluster import ceph as cluster_ceph
-from ansible.module_utils.pvetune.cluster.cmd import GateError, Steps, parsed, run
+from ansible.module_utils.pvetune.cluster.cmd import GateError, Steps, Waiter, parsed, run
 from ansible.module_utils.pvetune.cluster.gate import gate_decision, local_node
 from ansible.module_utils.pvetune.concerns.lxcgpu import checks as lxcgpu
 from ansible.module_utils.pvetune.concerns.lxcgpu import fix as lxcgpu_fix
+from ansible.module_utils.pvetune.core.changeset import validate_run_id
 from ansible.module_utils.pvetune.core.filewrite import atomic_write, makedirs
-from ansible.module_utils.pvetune.core.fsroot import FsError
+from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
+from ansible.module_utils.pvetune.core.runner import Runner
 from ansible.module_utils.pvetune.formats import ct_config, guest_list, ha_status
 from ansible.module_utils.pvetune.formats.corosync_conf import NODE_NAME, parse_corosync_conf
 from ansible.module_utils.pvetune.formats.corosync_quorum import parse_quorumtool
@@ -272,6 +274,20 @@ def summary(cluster):
             "counted_gone": decision["counted_gone"], "plan": decision["plan"], "guests": cluster["guests"],
             "ceph": cluster["ceph"], "ha_services_on_node": ha_status.services_on(cluster["ha"], cluster["node"])
             if cluster["ha"] else []}
+
+
+def cluster_gate(params, run_command, check_mode, diff):
+    """pvetune_cluster_gate's one call: ``(failed, result, warnings)``.  A bad run id or root fails before anything
+    is read; then run_gate with the Runner and a Waiter of the module's ``timeout`` and ``poll``."""
+    try:
+        if params["run_id"] is not None:
+            validate_run_id(params["run_id"])
+        fsroot = FsRoot(params["root"])
+    except ValueError as exc:
+        return True, {"msg": str(exc)}, []
+    failed, result = run_gate(fsroot, Runner(fsroot, run_command), params, check_mode,
+                              Waiter(params["timeout"], params["poll"]))
+    return failed, result, []
 
 
 def run_gate(fsroot, runner, params, check_mode, waiter):

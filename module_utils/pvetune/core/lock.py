@@ -5,7 +5,8 @@
 
 The holder is the run id, the invocation's token (fixed once per ansible-playbook invocation by the run check:
 two invocations given the same pvetune_run_id_override are two runs), the controller (host and pid) and the owner.
-``lock`` is the entry point (pvetune_lock); it returns ``(failed, result)`` for the module to exit with.
+``manage_lock`` is pvetune_lock's one call: it checks the run id and the root, then ``lock`` takes or releases the
+lock; it returns ``(failed, result, warnings)`` for the module to exit with.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,6 +19,8 @@ import os
 import time
 
 from ansible.module_utils.pvetune.core import busy
+from ansible.module_utils.pvetune.core.changeset import validate_run_id
+from ansible.module_utils.pvetune.core.fsroot import FsRoot
 
 LOCK_DIRS = ("/run/", "/var/lock/", "/var/lib/pvetune/")
 
@@ -143,3 +146,21 @@ def lock(fsroot, run_id, state, path, owner, stale_after, break_stale, check_mod
         # Nothing is taken in check mode: say what would happen, report no change.
         return False, {"changed": False, "holder": new, "msg": "check mode: the lock would be taken"}
     return take(real, holder, new, path)
+
+
+def manage_lock(params, run_command, check_mode, diff):
+    """pvetune_lock's one call: ``(failed, result, warnings)`` of ``lock`` with the module's options, after the run id
+    and the root are checked."""
+    try:
+        validate_run_id(params["run_id"])
+        fsroot = FsRoot(params["root"])
+    except ValueError as exc:
+        if params["state"] == "absent" and params["run_id"] and "root" in str(exc):
+            # No lock can be held under a root that is no directory: nothing to release, and a failure here would
+            # hide why the run stopped (the rollout's next task says it).
+            return False, {"changed": False, "holder": {}, "msg": "not held: %s" % exc}, []
+        return True, {"msg": str(exc)}, []
+    failed, result = lock(fsroot, params["run_id"], params["state"], params["path"], params["owner"],
+                          params["stale_after"], params["break_stale"], check_mode, token=params["token"],
+                          controller=params["controller"])
+    return failed, result, []

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the fix modules share: the options every fix module takes, the GPU selection of the PCIe modules, the one
 flow of a planner that writes through a ChangeSet (fix_call), and the one exit: every module's single call into
-module_utils returns ``(failed, result, warnings)`` and ``finish`` emits it."""
+module_utils returns ``(failed, result, warnings)``, which core/module_exit.py's ``finish`` emits."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -15,15 +15,6 @@ from ansible.module_utils.pvetune.core.runner import RunFailed, Runner
 
 FIX_ARGS = {"root": {"type": "path", "default": "/"}, "run_id": {"type": "str"}}
 GPU_SELECT_ARGS = {"vendor": {"type": "str", "default": "0x10de"}, "class_prefix": {"type": "str", "default": "0x03"}}
-
-
-def finish(module, failed, result, warnings):
-    """Emit the warnings, then fail_json or exit_json with the result (both exit the process)."""
-    for warning in warnings:
-        module.warn(warning)
-    if failed:
-        module.fail_json(**result)
-    module.exit_json(**result)
 
 
 def fix_call(params, run_command, check_mode, diff, validate, run):

@@ -227,6 +227,18 @@ def charged_hosts(hosts, play_hosts):
     return ["localhost"] if "localhost" in play_hosts else list(play_hosts)
 
 
+def run_check(params, run_command, check_mode, diff):
+    """pvetune_run_check's one call: ``(failed, result, warnings)`` of check_run with the module's options; the
+    verdict's warnings go out as the module's own.  It never fails itself: the playbook acts on ``refused``."""
+    result = check_run(params["playbook"], params["pattern"], params["pattern_hosts"], params["play_hosts"],
+                       params["run_tags"], params["skip_tags"], inventory=params["inventory"], run_id=params["run_id"],
+                       policies=params["policies"], host_vars=params["host_vars"],
+                       extra_vars=params["extra_vars"] if params["play_keywords"] else None,
+                       report_dirs=params["report_dirs"])
+    warnings = result.pop("warnings")
+    return False, dict(changed=False, **result), warnings
+
+
 def check_run(playbook, pattern, pattern_hosts, play_hosts, run_tags, skip_tags, inventory=(), run_id=None,
               policies=None, host_vars=None, extra_vars=None, report_dirs=None):
     """The run's verdict: {"hosts", "refused" (why the run must not start, or ""), "charged" (the hosts a refusal

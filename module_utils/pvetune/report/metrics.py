@@ -175,3 +175,15 @@ def read_document(path):
     except (UnicodeDecodeError, ValueError) as exc:
         raise ValueError("%s: not an audit.json (%s)" % (path, exc))
     return check_document(doc, path)
+
+
+def read_host_metrics(params, run_command, check_mode, diff):
+    """pvetune_metrics' one call: ``(failed, result, warnings)``, the result naming each of ``hosts`` the audit.json at
+    ``report`` has with its own text (``metrics``) and those it does not have (``missing``).  Nothing is written."""
+    try:
+        doc = read_document(params["report"])
+        metrics, missing = host_metrics(doc, params["hosts"], params["report"])
+    except ValueError as exc:
+        return True, {"msg": str(exc)}, []
+    return False, {"changed": False, "metrics": metrics, "missing": missing, "generated_at": doc["generated_at"],
+                   "report": params["report"]}, []

@@ -63,6 +63,16 @@ def _current(real, host_file):
         return handle.read().decode("utf-8", "replace")
 
 
+def export_textfile(params, run_command, check_mode, diff):
+    """pvetune_textfile's one call: ``(failed, result, warnings)`` of export with the module's options; a bad option
+    or a file that cannot be written fails naming it."""
+    try:
+        result = export(params["root"], params["dir"], params["content"], params["state"], check_mode, diff)
+    except (ValueError, OSError) as exc:
+        return True, {"msg": str(exc)}, []
+    return False, result, []
+
+
 def export(root, directory, content, state="present", check_mode=False, want_diff=False):
     """Plan and (unless check_mode) write or remove <root><directory>/pvetune.prom; returns the module result."""
     directory = validate_dir(directory)

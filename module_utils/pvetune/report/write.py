@@ -5,8 +5,8 @@
 them.
 
 Pure functions from a list of per-host entries to text; writing the files is write_reports' job (called by the
-pvetune_report module and its action plugin).  The document is built in document.py (its JSON schema is
-docs/audit-report.schema.json), junit.xml in junit.py, audit.html in html.py, summary.md in
+pvetune_report module, through write_fleet_reports, and its action plugin).  The document is built in document.py
+(its JSON schema is docs/audit-report.schema.json), junit.xml in junit.py, audit.html in html.py, summary.md in
 markdown.py, what changed since each host's previous audit in drift.py; this module holds the
 terminal table and the files, and re-exports the rest so callers import one module.
 """
@@ -98,6 +98,17 @@ def render_text(doc, detail=True):
 
 
 # -- writing -------------------------------------------------------------------
+
+def write_fleet_reports(params, run_command, check_mode, diff):
+    """pvetune_report's one call (the action plugin of the same name calls write_reports itself):
+    ``(failed, result, warnings)`` of write_reports with the module's options; a bad option fails by name."""
+    try:
+        result = write_reports(params["hosts"], params["audits"], params["dest"], params["fail_on"], params["run"],
+                               params["timestamp"], check_mode, junit_warn_as_failure=params["junit_warn_as_failure"])
+    except ValueError as exc:
+        return True, {"msg": str(exc)}, []
+    return False, result, []
+
 
 def write_reports(hosts, audits, dest, fail_on="high", run=None, timestamp=None, check_mode=False, now=None,
                   junit_warn_as_failure=False):

@@ -368,7 +368,7 @@ def _apply(fsroot, mode_changes, policy_changes, cfg, check_mode, require_runtim
     return step, plan, state, predicted
 
 
-def fix(params, check_mode, diff):
+def fix(params, run_command, check_mode, diff):
     """pvetune_cpufreq's entry point: returns (failed, result, warnings) for the module to exit with."""
     try:
         cfg = validate_config({k: params[k] for k in CONFIG_KEYS})

@@ -145,7 +145,7 @@ def _shown(step):
 
 
 # -- pvetune_pcie_acs ----------------------------------------------------------------------------------------
-def fix(params, check_mode, diff, run_command):
+def fix(params, run_command, check_mode, diff):
     """pvetune_pcie_acs's entry point: (failed, result, warnings)."""
     warnings, skipped = [], []
     try:

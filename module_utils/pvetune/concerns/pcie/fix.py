@@ -293,7 +293,7 @@ def _apply_steps(fsroot, runner, todo, changes):
     return failures
 
 
-def fix(params, check_mode, diff, run_command):
+def fix(params, run_command, check_mode, diff):
     """pvetune_pcie_mrrs's entry point: returns (failed, result, warnings) for the module to exit with."""
     warnings, skipped_commands = [], []
     try:

@@ -459,15 +459,6 @@ def evaluate_ct(ct, host_majors, host_nodes, known_nvidia_majors=(), char_majors
     return result
 
 
-def cgroup_version_of(fsroot):
-    """2 on a unified (cgroup v2) host, 1 on a legacy/hybrid one, None when the root does not say."""
-    if fsroot.isfile("/sys/fs/cgroup/cgroup.controllers"):
-        return 2
-    if fsroot.isdir("/sys/fs/cgroup/devices"):
-        return 1
-    return None
-
-
 def list_cts(fsroot, base):
     """``({ctid: host path}, [skipped])``: the CT configs in ``base`` and why other ``*.conf`` files are none.
 
@@ -508,7 +499,7 @@ def read_lxc(ctx):
         out["evidence"].append("%s; ignored" % state_error)
     out["known_majors"] = known_majors(state)
     out["host_majors"] = nvidia["majors"]
-    out["cgroup_version"] = cgroup_version_of(fsroot)
+    out["cgroup_version"] = sources_mod.cgroup_version_of(fsroot)
     available, out["skipped"] = list_cts(fsroot, LXC_DIR)
     for ctid, path in sorted(available.items()):
         try:

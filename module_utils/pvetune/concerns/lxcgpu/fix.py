@@ -27,13 +27,12 @@ import posixpath
 import stat
 
 from ansible.module_utils.pvetune.concerns.lxcgpu.checks import (
-    cgroup_version_of,
     list_cts,
     passes_nvidia,
     started_uncovered,
 )
 from ansible.module_utils.pvetune.concerns.lxcgpu.pct import CtLocks, ct_status, restart_ct
-from ansible.module_utils.pvetune.concerns.lxcgpu.sources import read_ct_sources, read_started_config
+from ansible.module_utils.pvetune.concerns.lxcgpu.sources import cgroup_version_of, read_ct_sources, read_started_config
 from ansible.module_utils.pvetune.concerns.lxcres.fix import pin_context, plan_pin
 from ansible.module_utils.pvetune.concerns.lxcgpu.state import STATE_FILE, known_majors, load_state
 from ansible.module_utils.pvetune.concerns.lxcgpu.regen import diff_lines, regenerate

@@ -8,6 +8,8 @@ with mknod in a directory of their own (often to give an unprivileged CT other o
 can mknod nodes at start.  Either carries majors that go stale exactly like allow lines.  ``read_ct_sources`` is the
 one reader (audit, fix and boot helper): the nodes behind the CT's non-/dev sources (stat through the root, or the
 snapshot's ``ls -l`` listing) and the text of its hook scripts.  ``hook_nodes`` reads the mknod calls of a script.
+The host's cgroup version (``cgroup_version_of``) and the config of a CT's last start (``read_started_config``) are
+read here too: the other inputs that decide which device rules a CT has.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -27,6 +29,15 @@ _CT_NVIDIA = re.compile(r"^/dev/nvidia[^/]*(/[^/]+)?$")
 # the CT-side path a mknod argument names: ${LXC_ROOTFS_MOUNT}/dev/nvidia-uvm, $ROOT/dev/nvidia0, /dev/nvidiactl
 _MKNOD_TARGET = re.compile(r"(?:^|/)dev/(nvidia[A-Za-z0-9_.-]*(?:/[A-Za-z0-9_.-]+)?)$")
 _NUMBER = re.compile(r"^[0-9]+$")
+
+
+def cgroup_version_of(fsroot):
+    """2 on a unified (cgroup v2) host, 1 on a legacy/hybrid one, None when the root does not say."""
+    if fsroot.isfile("/sys/fs/cgroup/cgroup.controllers"):
+        return 2
+    if fsroot.isdir("/sys/fs/cgroup/devices"):
+        return 1
+    return None
 
 
 # Proxmox writes the LXC config of every start here (update_lxc_config: raw lxc.* keys as "key = value", devN

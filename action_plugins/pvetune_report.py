@@ -35,6 +35,7 @@ ARGS = {
     "run": dict,
     "timestamp": str,
     "junit_warn_as_failure": bool,
+    "not_audited": dict,
 }
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 
@@ -67,7 +68,8 @@ class ActionModule(ActionBase):
             out = report.write_reports([str(h) for h in args["hosts"]], args.get("audits") or {},
                                        os.path.expanduser(str(args["dest"])), fail_on, args.get("run") or {},
                                        args.get("timestamp"), bool(self._task.check_mode),
-                                       junit_warn_as_failure=bool(args.get("junit_warn_as_failure")))
+                                       junit_warn_as_failure=bool(args.get("junit_warn_as_failure")),
+                                       not_audited=args.get("not_audited"))
         except (ValueError, OSError, IOError) as exc:
             return dict(result, failed=True, msg=str(exc))
         result.update(out)

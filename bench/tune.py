@@ -53,16 +53,20 @@ def alt_config(work, name, drop=(), set_values=None):
 
 
 def audit_without_reports(work):
-    """playbooks/audit.yml without its post_tasks (reports, summary, exit status): to attribute cost only."""
+    """playbooks/audit.yml up to its audit play, without the plays after it (reports, summary, exit status): to
+    attribute cost only."""
     import yaml
 
     with open(os.path.join(bf.TOP, "playbooks", "audit.yml")) as handle:
         plays = yaml.safe_load(handle)
-    for play in plays:
-        play.pop("post_tasks", None)
+    audit = next(i for i, p in enumerate(plays) if str(p.get("name", "")).startswith("Audit GPU hosts"))
+    for play in plays:  # the run check's import, from where this copy is written
+        if "ansible.builtin.import_playbook" in play:
+            play["ansible.builtin.import_playbook"] = os.path.join(bf.TOP, "playbooks",
+                                                                   play["ansible.builtin.import_playbook"])
     path = os.path.join(work, "audit-without-reports.yml")
     with open(path, "w") as handle:
-        yaml.safe_dump(plays, handle, sort_keys=False)
+        yaml.safe_dump(plays[:audit + 1], handle, sort_keys=False)
     return path
 
 

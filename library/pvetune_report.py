@@ -68,6 +68,13 @@ options:
       - Only junit.xml changes; a warn never fails the run.
     type: bool
     default: false
+  not_audited:
+    description:
+      - Host name to the reason, for hosts of O(hosts) that were not audited because their C(pvetune_policy) is
+        invalid (pvetune_run_check's C(bad_policy)); each is reported as a host that could not be audited, with
+        that reason. Takes precedence over an entry of O(audits) for the same host.
+    type: dict
+    default: {}
 attributes:
   check_mode:
     support: partial
@@ -172,6 +179,7 @@ ARGUMENT_SPEC = dict(
     run=dict(type="dict", default={}),
     timestamp=dict(type="str"),
     junit_warn_as_failure=dict(type="bool", default=False),
+    not_audited=dict(type="dict", default={}),
 )
 
 

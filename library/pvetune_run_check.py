@@ -150,6 +150,18 @@ policy_message:
   description: One message for all invalid policies (empty when there are none).
   returned: success
   type: str
+refuse:
+  description:
+    - Host name to the message it fails with, for the hosts the playbook's refusal play fails
+      (playbooks/shared/run_check.yml). Empty when the run may go on. A refused run charges the hosts of
+      RV(charged); fix.yml also refuses the hosts of RV(bad_policy).
+  returned: success
+  type: dict
+act_on:
+  description: RV(hosts) less those of RV(bad_policy), in order; the hosts audit.yml audits.
+  returned: success
+  type: list
+  elements: str
 token:
   description:
     - 32 random lowercase hex digits naming this ansible-playbook invocation, set by the action plugin on the

@@ -30,6 +30,7 @@ CONDITIONALS = ("when", "failed_when", "changed_when", "until", "that")   # bare
 TASK_LISTS = ("pre_tasks", "roles", "tasks", "post_tasks", "handlers")
 BLOCK_KEYS = ("block", "rescue", "always")
 IMPORT_TASKS = ("ansible.builtin.import_tasks", "ansible.builtin.include_tasks", "import_tasks", "include_tasks")
+IMPORT_PLAYBOOK = ("ansible.builtin.import_playbook", "import_playbook")
 IMPORT_ROLE = ("ansible.builtin.import_role", "ansible.builtin.include_role", "import_role", "include_role")
 SET_FACT = ("ansible.builtin.set_fact", "set_fact")
 
@@ -160,8 +161,14 @@ class Scan:
         path = os.path.join(base, "tasks", entry)
         self.tasks(load(path), scope | passed, (caller[0], name, _rel(path, self.top)), depth)
 
-    def play(self, play, playbook, path):
-        scope = set(play.get("vars") or {})
+    def play(self, play, playbook, path, outer=frozenset()):
+        imported = next((play[k] for k in IMPORT_PLAYBOOK if k in play), None)
+        if imported:  # its plays are the importing playbook's, with the import's vars defined
+            target = os.path.join(os.path.dirname(os.path.join(self.top, path)), imported)
+            for inner in load(target) or ():
+                self.play(inner, playbook, _rel(target, self.top), outer | set(play.get("vars") or {}))
+            return
+        scope = set(outer) | set(play.get("vars") or {})
         for vars_file in play.get("vars_files") or ():
             data = load(os.path.join(os.path.dirname(os.path.join(self.top, path)), vars_file)) or {}
             scope |= set(data)

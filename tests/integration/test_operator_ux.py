@@ -56,9 +56,10 @@ def test_tags_that_select_nothing_exit_non_zero_and_touch_no_host(tmp_path):
                            extravars={"pvetune_report_dir": str(tmp_path / ("r%d" % i))})
         assert run.rc != 0, cmdline
         assert any(message in m for m in failed_msgs(run)), (cmdline, failed_msgs(run))
-        # refused in the first play (any_errors_fatal), before the play that acts on the hosts started
+        # refused by the refusal play (any_errors_fatal), before the play that acts on the hosts started
         plays = [e["event_data"]["play"] for e in run.events if e.get("event") == "playbook_on_play_start"]
-        assert plays == ["Check the run before any host is touched"], plays
+        assert plays == ["Check the run before any host is touched",
+                         "Refuse the run (hosts only when the run check refused it)"], plays
 
 
 def test_when_every_host_errors_the_report_is_still_written(tmp_path):

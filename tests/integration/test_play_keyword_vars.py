@@ -14,6 +14,7 @@ ENV = dict(os.environ, ANSIBLE_CONFIG=os.path.join(TOP, "ansible.cfg"), ANSIBLE_
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
 WARNED = "in the inventory, but not given with -e"
 FIRST_PLAY = "Check the run before any host is touched"
+REFUSAL_PLAY = "Refuse the run (hosts only when the run check refused it)"
 
 
 def scratch(tmp_path, group_vars=None, host_vars=None):
@@ -29,12 +30,14 @@ def scratch(tmp_path, group_vars=None, host_vars=None):
 
 
 def first_play(tmp_path, playbook):
-    """The playbook's first play (the run check) as it is, on its own."""
+    """The playbook's run check (its first entry imports playbooks/shared/run_check.yml), as it is, on its own."""
     with open(os.path.join(TOP, "playbooks", playbook)) as handle:
-        play = yaml.safe_load(handle)[0]
-    assert play["name"] == FIRST_PLAY and play["roles"][0]["role"] == "pvetune_run_check"
+        entry = yaml.safe_load(handle)[0]
+    assert entry["name"].startswith(FIRST_PLAY) and entry["ansible.builtin.import_playbook"] == "shared/run_check.yml"
     path = tmp_path / ("first-" + playbook)
-    path.write_text(yaml.safe_dump([play]))
+    path.write_text(yaml.safe_dump([{"ansible.builtin.import_playbook": os.path.join(TOP, "playbooks", "shared",
+                                                                                     "run_check.yml"),
+                                     "vars": entry["vars"]}]))
     return str(path)
 
 
@@ -71,7 +74,7 @@ def test_an_inventory_host_pattern_refuses_the_run_and_one_given_with_e_does_not
                and "rollback.yml's plays act on gpu_hosts" in m and "-e 'pvetune_hosts=%s'" % pattern in m
                for m in msgs), msgs
     plays = [e["event_data"]["play"] for e in run.events if e.get("event") == "playbook_on_play_start"]
-    assert plays == [FIRST_PLAY], plays  # refused before the play that acts on the hosts
+    assert plays == [FIRST_PLAY, REFUSAL_PLAY], plays  # refused before the play that acts on the hosts
     # ansible-runner gives extra vars as -e @file: the same names to the run check
     run = run_playbook(tmp_path / "given", first_play(tmp_path, "rollback.yml"), inventory=inv,
                        extravars={"pvetune_hosts": pattern})

@@ -86,6 +86,18 @@ def test_a_clean_fleet_passes(tmp_path):
     assert out["fleet_failed"] is False
 
 
+def test_a_host_with_an_invalid_policy_is_reported_not_audited_with_the_reason(tmp_path):
+    """audit.yml does not audit those hosts; the run check's bad_policy reaches the report as not_audited."""
+    why = "pvetune_policy.pcie_mrrs must be one of 128, 256, 512, 1024, 2048, 4096"
+    out = write(tmp_path, {"pve-gpu02": facts_result("pve-gpu02")}, hosts=["pve-gpu02", "bad"],
+                not_audited={"bad": why})
+    assert out["unaudited"] == {"bad": why} and out["host_verdicts"] == {"pve-gpu02": "pass", "bad": "unaudited"}
+    assert out["host_messages"] == {"bad": "bad could not be audited: its pvetune_policy is invalid (said once above; "
+                                           "the reason is in the report)"}
+    host = {h["host"]: h for h in json.loads(read(out, "audit.json"))["hosts"]}["bad"]
+    assert host["policy_invalid"] is True and host["error"] == why
+
+
 def test_an_unreachable_result_without_a_message_says_unreachable():
     entry = report.entry_from_audit("h", {"unreachable": True})
     assert report.unaudited_reason(entry) == "unreachable"

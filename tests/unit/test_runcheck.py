@@ -271,3 +271,21 @@ def test_a_read_only_report_dir_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(runcheck.os, "access", lambda path, mode: path != str(reports))
     assert runcheck.report_dir_problem(str(reports / "fix")) == \
         'cannot be written: "%s" is read-only (file system or permissions)' % reports
+
+
+def test_the_refusal_play_gets_exactly_the_hosts_to_fail_and_the_audit_the_hosts_to_audit():
+    """playbooks/shared/run_check.yml's refusal play runs on the verdict's ``refuse`` and audit.yml's audit play on
+    ``act_on``: a run that may go on refuses nobody, so it costs no task per host."""
+    args = dict(pattern="gpu_hosts", pattern_hosts=HOSTS, play_hosts=HOSTS + ["localhost"], run_tags=["all"],
+                skip_tags=[])
+    bad = {"pve-gpu01": {"pcie_mrrs": 3000}}
+    fine = check_run(playbook="audit", **args)
+    assert fine["refuse"] == {} and fine["act_on"] == HOSTS
+    audit = check_run(playbook="audit", policies=bad, **args)
+    assert audit["refuse"] == {} and audit["act_on"] == ["pve-gpu02"]
+    fix = check_run(playbook="fix", policies=bad, **args)
+    assert fix["refuse"] == {"pve-gpu01": "pvetune refuses this run: pve-gpu01's pvetune_policy is invalid "
+                                          "(said above)"}
+    refused = check_run(playbook="audit", **dict(args, run_tags=["cpu"]))
+    assert list(refused["refuse"]) == HOSTS + ["localhost"] and refused["act_on"] == []
+    assert all(m == "pvetune refuses this run: " + refused["refused"] for m in refused["refuse"].values())

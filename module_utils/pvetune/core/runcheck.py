@@ -242,7 +242,9 @@ def run_check(params, run_command, check_mode, diff):
 def check_run(playbook, pattern, pattern_hosts, play_hosts, run_tags, skip_tags, inventory=(), run_id=None,
               policies=None, host_vars=None, extra_vars=None, report_dirs=None):
     """The run's verdict: {"hosts", "refused" (why the run must not start, or ""), "charged" (the hosts a refusal
-    fails), "bad_policy": {host: error}, "policy_message", "warnings"}. The play-keyword variables are checked
+    fails), "bad_policy": {host: error}, "policy_message", "warnings", "refuse": {host: message} (the hosts the
+    refusal play fails, each with its message: empty when the run may go on), "act_on" (the hosts, less those
+    with an invalid policy)}. The play-keyword variables are checked
     when ``extra_vars`` (the names of the run's extra vars) is given, against ``host_vars`` (check_play_keywords);
     the report directories when ``report_dirs`` (host -> pvetune_report_dir) is."""
     try:
@@ -250,11 +252,17 @@ def check_run(playbook, pattern, pattern_hosts, play_hosts, run_tags, skip_tags,
                              policies, host_vars, extra_vars)
         if report_dirs is not None:
             check_report_dirs({h: d for h, d in report_dirs.items() if h in verdict["hosts"] or h == "localhost"})
-        return dict(verdict, refused="", charged=[])
     except RunRefused as exc:
         hosts = selected_hosts(list(pattern_hosts), list(play_hosts))
-        return {"hosts": hosts, "refused": str(exc), "charged": charged_hosts(hosts, list(play_hosts)),
-                "bad_policy": {}, "policy_message": "", "warnings": []}
+        charged = charged_hosts(hosts, list(play_hosts))
+        return {"hosts": hosts, "refused": str(exc), "charged": charged, "bad_policy": {}, "policy_message": "",
+                "warnings": [], "act_on": [], "refuse": dict.fromkeys(charged, "pvetune refuses this run: %s" % exc)}
+    bad = verdict["bad_policy"]
+    # fix.yml changes hosts by their policy: one invalid policy stops the run. audit.yml reports those hosts as not
+    # audited and audits the others; the other playbooks read no policy.
+    refuse = {h: "pvetune refuses this run: %s's pvetune_policy is invalid (said above)" % h
+              for h in verdict["hosts"] if h in bad} if playbook == "fix" else {}
+    return dict(verdict, refused="", charged=[], refuse=refuse, act_on=[h for h in verdict["hosts"] if h not in bad])
 
 
 def _check_run(playbook, pattern, pattern_hosts, play_hosts, run_tags, skip_tags, inventory, run_id, policies,

@@ -104,23 +104,27 @@ def write_fleet_reports(params, run_command, check_mode, diff):
     ``(failed, result, warnings)`` of write_reports with the module's options; a bad option fails by name."""
     try:
         result = write_reports(params["hosts"], params["audits"], params["dest"], params["fail_on"], params["run"],
-                               params["timestamp"], check_mode, junit_warn_as_failure=params["junit_warn_as_failure"])
+                               params["timestamp"], check_mode, junit_warn_as_failure=params["junit_warn_as_failure"],
+                               not_audited=params["not_audited"])
     except ValueError as exc:
         return True, {"msg": str(exc)}, []
     return False, result, []
 
 
 def write_reports(hosts, audits, dest, fail_on="high", run=None, timestamp=None, check_mode=False, now=None,
-                  junit_warn_as_failure=False):
+                  junit_warn_as_failure=False, not_audited=None):
     """Render and (unless check_mode) write <dest>/<timestamp>/{audit.json,audit.html,junit.xml,summary.txt,
     summary.md,pvetune.prom}
     and point <dest>/latest at it; each host's drift is against its previous audit under <dest> (report_drift).
-    Returns the module result (fleet_outcome's keys, the files, the summary)."""
+    ``not_audited`` ({host: why}) are hosts not audited because their pvetune_policy is invalid (the run check's
+    bad_policy). Returns the module result (fleet_outcome's keys, the files, the summary)."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     stamp = timestamp or now.strftime("%Y%m%dT%H%M%SZ")
     if not TIMESTAMP.match(stamp):
         raise ValueError("timestamp must look like 20261129T193000Z")
-    audits = audits or {}
+    audits = dict(audits or {})
+    for host, why in (not_audited or {}).items():
+        audits[host] = {"failed": True, "policy_invalid": True, "msg": why}
     entries = [entry_from_audit(host, audits.get(host)) for host in hosts]
     doc = build_document(entries, fail_on=fail_on, generated_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), run=run)
     dest = os.path.abspath(dest)

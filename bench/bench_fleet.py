@@ -46,7 +46,9 @@ DEFAULT_REPEATS = {1: 7, 8: 5, 32: 5, 64: 5}
 DEFAULT_NAIVE_REPEATS = {1: 3, 8: 3, 32: 1, 64: 1}
 # The naive audit at N=64 takes ~7 min per run on 2 cores: not by default (BENCH_NAIVE_NS adds it).
 DEFAULT_NAIVE_NS = "1 8 32"
-VARIANTS = ("ping", "audit", "naive")
+VARIANTS = ("ping", "audit", "history", "naive")
+# history: audit.yml with BENCH_HISTORY (default 0: not run) earlier runs in its report directory, all but the oldest
+# naming other hosts, so each host's drift searches every one of them (the worst case for report/drift.py).
 
 
 def log(msg):
@@ -228,15 +230,16 @@ class Runner:
         self.cp_root = os.path.join(work, "cp")
         self.logs = os.path.join(work, "logs")
         self.reports = os.path.join(work, "reports")
+        self.history = os.path.join(work, "reports-history")
         for d in (self.cp_root, self.logs, self.reports):
             os.makedirs(d, exist_ok=True)
 
     def argv(self, variant, inventory, env):
         if variant == "ping":
             return ["ansible", "all", "-i", inventory, "-m", "ansible.builtin.ping"]
-        if variant == "audit":
+        if variant in ("audit", "history"):
             return ["ansible-playbook", os.path.join(TOP, "audit.yml"), "-i", inventory,
-                    "-e", "pvetune_report_dir=%s" % self.reports]
+                    "-e", "pvetune_report_dir=%s" % (self.history if variant == "history" else self.reports)]
         if variant == "playbook":  # bench/tune.py: another playbook, named by BENCH_PLAYBOOK
             return ["ansible-playbook", env["BENCH_PLAYBOOK"], "-i", inventory]
         if variant == "naive":
@@ -257,7 +260,10 @@ class Runner:
         if "BENCH_PLAYBOOK" in env:
             variant = "playbook"
         logpath = os.path.join(self.logs, "%s-n%03d-%s.log" % (label or variant, n, tag))
-        before = sorted(os.listdir(self.reports)) if variant == "audit" else None
+        if variant == "history":
+            self.seed_history(int(os.environ.get("BENCH_HISTORY", "0")))
+        reports = self.history if variant == "history" else self.reports
+        before = sorted(os.listdir(reports)) if variant in ("audit", "history") else None
         load = loadavg()
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         remote0 = proc_children_cpu(self.sshd_pid) if self.sshd_pid else None
@@ -277,32 +283,49 @@ class Runner:
             # session is left, its children's CPU time includes everything the run did "remotely".
             wait_no_children(self.sshd_pid)
             remote = proc_children_cpu(self.sshd_pid) - remote0
-        problem = self.verify(variant, proc.returncode, n, before, logpath)
+        problem = self.verify(variant, proc.returncode, n, before, reports)
         if problem:
             raise SystemExit("bench: %s run (n=%d) failed: %s; log: %s" % (variant, n, problem, logpath))
         return {"wall_s": wall, "controller_cpu_s": cpu, "remote_cpu_s": remote, "rc": proc.returncode,
                 "load1": load[0]}
 
-    def verify(self, variant, rc, n, before, logpath):
+    def seed_history(self, count):
+        """``count`` earlier runs under reports-history (once): copies of the newest plain audit's audit.json, dated
+        before any real run, the oldest as it is and the others with their hosts renamed."""
+        if os.path.isdir(self.history):
+            return
+        runs = [d for d in sorted(os.listdir(self.reports)) if d != "latest"]
+        with open(os.path.join(self.reports, runs[-1], "audit.json")) as handle:
+            text = handle.read()
+        for i in range(count):
+            run = os.path.join(self.history, "20200101T%06dZ" % i)
+            os.makedirs(run)
+            with open(os.path.join(run, "audit.json"), "w") as handle:
+                handle.write(text if i == 0 else text.replace('"bench-h', '"other-h'))
+
+    def verify(self, variant, rc, n, before, reports):
         if variant in ("ping", "naive", "playbook"):
             return None if rc == 0 else "exit status %d" % rc
         # audit: 0 (all pass) or 2 (hosts cloned from pve-gpu01 fail high checks, as they should)
         if rc not in (0, 2):
             return "exit status %d" % rc
-        new = [d for d in sorted(os.listdir(self.reports)) if d not in before and d != "latest"]
+        new = [d for d in sorted(os.listdir(reports)) if d not in before and d != "latest"]
         if not new:
             return "no report written"
-        report_dir = os.path.join(self.reports, new[-1])
+        report_dir = os.path.join(reports, new[-1])
         with open(os.path.join(report_dir, "audit.json")) as handle:
             report = json.load(handle)
         hosts = report.get("hosts") or []
         bad = [h.get("host") for h in hosts if not h.get("reachable") or h.get("error") or not h.get("checks")]
         if len(hosts) != n or bad:
             return "report has %d hosts (want %d), not audited: %s" % (len(hosts), n, bad[:5])
+        if variant == "history":  # back to the seeded runs alone
+            shutil.rmtree(report_dir, ignore_errors=True)
+            return None
         # keep only the newest report directory
-        for d in os.listdir(self.reports):
+        for d in os.listdir(reports):
             if d not in ("latest", new[-1]):
-                shutil.rmtree(os.path.join(self.reports, d), ignore_errors=True)
+                shutil.rmtree(os.path.join(reports, d), ignore_errors=True)
         return None
 
 
@@ -355,6 +378,12 @@ def measure(runner, inventories, ns, repeats_for, variants):
             entry["audit_over_ping"] = r3(q["median"])  # median of the per-repetition ratios
             entry["audit_over_ping_spread"] = {k: r3(v) for k, v in q.items() if k != "median"}
             entry["audit_minus_ping_per_host_ms"] = r3(1000.0 * (entry["audit_s"] - entry["ping_s"]) / n)
+            entry["audit_over_ping_controller_cpu"] = r3(entry["audit_controller_cpu_s"]
+                                                         / entry["ping_controller_cpu_s"])
+        if "history_s" in entry:
+            ratios = [h["wall_s"] / a["wall_s"] for h, a in zip(raw[n]["history"], raw[n]["audit"])]
+            entry["history_over_audit"] = r3(statistics.median(ratios))
+            entry["history_runs"] = int(os.environ.get("BENCH_HISTORY", "0"))
         if "naive_s" in entry and "audit_s" in entry:
             entry["naive_over_audit"] = r3(entry["naive_s"] / entry["audit_s"])
         entry["audit_per_host_ms"] = r3(1000.0 * entry["audit_s"] / n) if "audit" in variants else None
@@ -398,7 +427,8 @@ def main():
     ns = [int(x) for x in env_list("BENCH_NS", ["1", "8", "32", "64"])]
     fixed = os.environ.get("BENCH_REPEATS")
     skip = set(filter(None, os.environ.get("BENCH_SKIP", "").split(",")))
-    variants = tuple(v for v in VARIANTS if not (v == "naive" and "naive" in skip))
+    history = int(os.environ.get("BENCH_HISTORY", "0"))
+    variants = tuple(v for v in VARIANTS if not (v == "naive" and "naive" in skip) and (v != "history" or history))
 
     fixed_naive = os.environ.get("BENCH_NAIVE_REPEATS")
 

@@ -18,6 +18,8 @@
 #   BENCH_NAIVE_REPEATS  repetitions of the naive audit (default 3 at N<=8, 1 above)
 #   BENCH_FACTS_CALLS  in-process facts-module calls (default 30, minimum 20)
 #   BENCH_SKIP         comma list of parts to skip: fleet, naive, facts
+#   BENCH_HISTORY      also time audit.yml with this many earlier runs in its report directory (e.g. 100), each
+#                      repetition beside the plain audit; 0 (default) skips it
 #   BENCH_MAX_LOAD     wait (up to BENCH_LOAD_WAIT s, default 120) for the 1-minute load
 #                      average to drop below this before measuring (default 1.5)
 #   BENCH_SSH_PORT     port of the benchmark's own sshd (default: a free high port)
@@ -65,7 +67,7 @@ cleanup() {
     done
   fi
   if [[ "${BENCH_KEEP:-0}" != 1 ]]; then
-    rm -rf "$WORK/fleet" "$WORK/synth" "$WORK/ssh" "$WORK/cp" "$WORK/inventory" \
+    rm -rf "$WORK/fleet" "$WORK/reports-history" "$WORK/synth" "$WORK/ssh" "$WORK/cp" "$WORK/inventory" \
       "$WORK"/ansible-*.cfg "$WORK/audit-without-reports.yml"
   fi
   exit "$rc"

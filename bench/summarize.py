@@ -66,17 +66,25 @@ def render(data):
                     ", naive %.0f" % st["naive_ms_per_added_host"] if "naive_ms_per_added_host" in st else "")
                 for st in data["fleet_scaling"]) + ".")
             out.append("")
+        for e in fleet:
+            if "history_s" in e:
+                out.append("With %d earlier runs in the report directory (drift searching all of them), N=%d: audit "
+                           "%s s, %.3f× the plain audit (median of the per-repetition ratios)."
+                           % (e["history_runs"], e["n"], fmt_spread(e, "history"), e["history_over_audit"]))
+                out.append("")
         out.append("CPU seconds per run (median): controller side (ansible and its forks, ssh clients) / "
                    "host side (sshd sessions and module processes):")
         out.append("")
         for e in fleet:
             parts = []
-            for v in ("ping", "audit", "naive"):
+            for v in ("ping", "audit", "history", "naive"):
                 if "%s_controller_cpu_s" % v in e:
                     parts.append("%s %.1f / %s" % (v, e["%s_controller_cpu_s" % v],
                                                    "%.1f" % e["%s_remote_cpu_s" % v]
                                                    if e.get("%s_remote_cpu_s" % v) is not None else "-"))
-            out.append("- N=%d: %s" % (e["n"], ", ".join(parts)))
+            ratio = e.get("audit_over_ping_controller_cpu")
+            out.append("- N=%d: %s%s" % (e["n"], ", ".join(parts),
+                                         "; controller CPU audit/ping %.2f" % ratio if ratio else ""))
         out.append("")
     fm = data.get("facts_module")
     if fm:

@@ -165,22 +165,10 @@ fleet_failed:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.core.module_exit import finish
-from ansible.module_utils.pvetune.report.write import write_fleet_reports
+from ansible.module_utils.pvetune.report.write import ARGUMENT_SPEC, write_fleet_reports
 
-# The controller runs this through the action plugin of the same name (action_plugins/pvetune_report.py),
-# which calls report.write_reports() in-process; this module calls the same code (write_fleet_reports) for a
-# direct module call.
-
-ARGUMENT_SPEC = dict(
-    hosts=dict(type="list", elements="str", required=True),
-    audits=dict(type="dict", default={}),
-    dest=dict(type="path", required=True),
-    fail_on=dict(type="str", default="high", choices=["critical", "high", "medium", "low", "info"]),
-    run=dict(type="dict", default={}),
-    timestamp=dict(type="str"),
-    junit_warn_as_failure=dict(type="bool", default=False),
-    not_audited=dict(type="dict", default={}),
-)
+# The controller runs this through the action plugin of the same name (action_plugins/pvetune_report.py), which
+# validates with this ARGUMENT_SPEC and calls write_fleet_reports in-process (core/module_exit.run_in_process).
 
 
 def main():

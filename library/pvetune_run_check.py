@@ -179,23 +179,7 @@ controller:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pvetune.core.module_exit import finish
-from ansible.module_utils.pvetune.core.runcheck import run_check
-
-ARGUMENT_SPEC = dict(
-    playbook=dict(type="str", required=True, choices=["audit", "fix", "rollback", "collect", "metrics"]),
-    pattern=dict(type="str", required=True),
-    pattern_hosts=dict(type="list", elements="str", required=True),
-    play_hosts=dict(type="list", elements="str", required=True),
-    run_tags=dict(type="list", elements="str", default=["all"]),
-    skip_tags=dict(type="list", elements="str", default=[]),
-    inventory=dict(type="list", elements="str", default=[]),
-    run_id=dict(type="str"),
-    policies=dict(type="dict", default={}),
-    extra_vars=dict(type="list", elements="str"),
-    host_vars=dict(type="dict", default={}),
-    play_keywords=dict(type="bool", default=True),
-    report_dirs=dict(type="dict"),
-)
+from ansible.module_utils.pvetune.core.runcheck import ARGUMENT_SPEC, run_check
 
 
 def main():

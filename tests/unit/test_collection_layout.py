@@ -71,9 +71,9 @@ def test_python_files_import_the_collection_path_and_docs_name_fqcns(layout):
     assert "from %s." % COLLECTION_PKG in facts
     assert "  - pvetune.gpuhost.pvetune\n" in facts  # the doc fragment by its FQCN
     with open(os.path.join(coll, "plugins", "action", "pvetune_report.py"), encoding="utf-8") as handle:
-        assert "from %s.report import write as report" % COLLECTION_PKG in handle.read()
+        assert "from %s.report.write import ARGUMENT_SPEC, write_fleet_reports" % COLLECTION_PKG in handle.read()
     with open(os.path.join(coll, "plugins", "action", "pvetune_run_check.py"), encoding="utf-8") as handle:
-        assert "from %s.core.runcheck import PLAY_KEYWORD_VARS" % COLLECTION_PKG in handle.read()
+        assert "from %s.core.runcheck import (" % COLLECTION_PKG in handle.read()
 
 
 def test_the_collection_installs_the_same_boot_runtime_bytes(layout):

@@ -173,7 +173,7 @@ def _action_plugin():
 
 def run_action(args, check_mode=False):
     plugin = _action_plugin()
-    task = types.SimpleNamespace(args=args, check_mode=check_mode, async_val=0, action="pvetune_report")
+    task = types.SimpleNamespace(args=args, check_mode=check_mode, diff=False, async_val=0, action="pvetune_report")
     connection = types.SimpleNamespace(_shell=types.SimpleNamespace(tmpdir="/nonexistent"))
     action = plugin.ActionModule(task, connection, play_context=None, loader=None, templar=None,
                                  shared_loader_obj=None)
@@ -195,8 +195,9 @@ def test_action_plugin_returns_the_verdicts(tmp_path):
 
 
 @pytest.mark.parametrize("args,msg", [
-    ({"junit_warn_as_failure": "sometimes"}, "junit_warn_as_failure must be a bool"),
-    ({"surprise": 1}, "unsupported parameters: surprise"),
+    ({"junit_warn_as_failure": "sometimes"}, "argument 'junit_warn_as_failure' is of type str and we were unable to "
+                                             "convert to bool"),
+    ({"surprise": 1}, "Unsupported parameters: surprise. Supported parameters include: audits, dest"),
 ])
 def test_action_plugin_rejects_bad_arguments(tmp_path, args, msg):
     out = run_action(dict({"hosts": ["h"], "dest": str(tmp_path / "r")}, **args))
@@ -207,7 +208,7 @@ def test_action_plugin_rejects_bad_arguments(tmp_path, args, msg):
 def test_action_plugin_takes_the_module_options():
     from conftest import load_library_module
 
-    assert set(_action_plugin().ARGS) == set(load_library_module("pvetune_report").ARGUMENT_SPEC)
+    assert _action_plugin().ARGUMENT_SPEC is load_library_module("pvetune_report").ARGUMENT_SPEC
 
 
 def test_module_returns_the_verdicts(tmp_path):

@@ -197,7 +197,7 @@ def test_the_hint_gives_an_option_that_keeps_the_value(value, option):
 
 
 # -- the action plugin: the extra vars' names and each host's values, then the module ------------------------------
-def test_the_action_plugin_gives_the_module_the_extra_vars_names_and_the_hosts_values(monkeypatch):
+def test_the_action_plugin_gives_the_call_the_extra_vars_names_and_the_hosts_values(monkeypatch):
     import importlib.util
     import os
     import types
@@ -209,13 +209,12 @@ def test_the_action_plugin_gives_the_module_the_extra_vars_names_and_the_hosts_v
     spec.loader.exec_module(plugin)
     monkeypatch.setattr(plugin, "load_extra_vars", lambda loader: {"pvetune_serial": 2, "other": "x"})
     task = types.SimpleNamespace(args={"playbook": "fix", "play_hosts": ["pve-gpu01", "down"]}, check_mode=False,
-                                 async_val=0, action="pvetune_run_check")
+                                 diff=False, async_val=0, action="pvetune_run_check")
     connection = types.SimpleNamespace(_shell=types.SimpleNamespace(tmpdir=None))
     action = plugin.ActionModule(task, connection, play_context=None, loader=None, templar=None,
                                  shared_loader_obj=None)
     sent = {}
-    monkeypatch.setattr(action, "_execute_module", lambda module_args, task_vars: sent.update(module_args) or {})
-    monkeypatch.setattr(action, "_remove_tmp_path", lambda path: None)
+    monkeypatch.setattr(plugin, "run_in_process", lambda spec, call, args, check_mode, diff: sent.update(args) or {})
     hostvars = {"pve-gpu01": {"pvetune_batch": 10, "pvetune_policy": {}}, "localhost": {"pvetune_hosts": "r7"}}
     action.run(task_vars={"hostvars": hostvars})
     assert sent["extra_vars"] == ["other", "pvetune_serial"]

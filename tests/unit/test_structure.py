@@ -73,7 +73,8 @@ MODULE_SHAPE = ("module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_ch
 
 def main_shape(path):
     """What keeps library/<module>.py's main() from the one module shape: MODULE_SHAPE (with ``**MODULE_OPTIONS``
-    where the module needs more AnsibleModule keywords), the option dicts defined at module level and the called
+    where the module needs more AnsibleModule keywords), the option dicts defined at module level (or imported from
+    module_utils) and the called
     function imported from module_utils (it returns ``(failed, result, warnings)``, ``finish`` emits them)."""
     with open(os.path.join(TOP, path)) as handle:
         tree = ast.parse(handle.read(), path)
@@ -90,10 +91,12 @@ def main_shape(path):
     if [ast.dump(stmt) for stmt in body] not in shapes:
         return "%s: main() is not the module shape (with %s)" % (path, call)
     assigned = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    imported = {(n.module, a.asname or a.name) for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    # A controller module's spec may live in module_utils, beside the call: its action plugin validates with it too.
+    assigned |= {name for module, name in imported if module.startswith("ansible.module_utils.pvetune.")}
     wanted = {"ARGUMENT_SPEC"} | ({"MODULE_OPTIONS"} if "MODULE_OPTIONS" in ast.dump(body[0]) else set())
     if wanted - assigned:
         return "%s: %s not defined at module level" % (path, ", ".join(sorted(wanted - assigned)))
-    imported = {(n.module, a.asname or a.name) for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
     if not any(module.startswith("ansible.module_utils.pvetune.") and name == call for module, name in imported):
         return "%s: %s is not imported from module_utils/pvetune" % (path, call)
     return None

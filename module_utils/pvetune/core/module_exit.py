@@ -24,3 +24,24 @@ def finish(module, failed, result, warnings):
     if failed:
         module.fail_json(**result)
     module.exit_json(**result)
+
+
+def run_in_process(argument_spec, call, args, check_mode, diff):
+    """A controller module's one call made by its action plugin, in the controller's worker: no module process, no
+    round trip of a large argument through JSON. ``args`` are validated against the module's own ``argument_spec``
+    as AnsibleModule would (types, defaults, choices); the result is what ``finish`` would have returned to
+    Ansible: ``failed`` and ``msg`` on a bad argument, the warnings in ``warnings``."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # controller side only
+    from ansible.module_utils.errors import UnsupportedError
+
+    validated = ArgumentSpecValidator(argument_spec).validate(args)
+    if validated.error_messages:  # as AnsibleModule says it (the validator's message lacks the prefix)
+        return {"failed": True, "msg": "; ".join(("Unsupported parameters: " if isinstance(e, UnsupportedError) else "")
+                                                 + e.msg for e in validated.errors)}
+    failed, result, warnings = call(validated.validated_parameters, None, check_mode, diff)
+    result = dict(result)
+    if failed:
+        result["failed"] = True
+    if warnings:
+        result["warnings"] = list(warnings)
+    return result

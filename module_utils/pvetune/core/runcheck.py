@@ -227,6 +227,24 @@ def charged_hosts(hosts, play_hosts):
     return ["localhost"] if "localhost" in play_hosts else list(play_hosts)
 
 
+# The module's options (library/pvetune_run_check.py documents them); its action plugin validates with the same spec.
+ARGUMENT_SPEC = dict(
+    playbook=dict(type="str", required=True, choices=["audit", "fix", "rollback", "collect", "metrics"]),
+    pattern=dict(type="str", required=True),
+    pattern_hosts=dict(type="list", elements="str", required=True),
+    play_hosts=dict(type="list", elements="str", required=True),
+    run_tags=dict(type="list", elements="str", default=["all"]),
+    skip_tags=dict(type="list", elements="str", default=[]),
+    inventory=dict(type="list", elements="str", default=[]),
+    run_id=dict(type="str"),
+    policies=dict(type="dict", default={}),
+    extra_vars=dict(type="list", elements="str"),
+    host_vars=dict(type="dict", default={}),
+    play_keywords=dict(type="bool", default=True),
+    report_dirs=dict(type="dict"),
+)
+
+
 def run_check(params, run_command, check_mode, diff):
     """pvetune_run_check's one call: ``(failed, result, warnings)`` of check_run with the module's options; the
     verdict's warnings go out as the module's own.  It never fails itself: the playbook acts on ``refused``."""

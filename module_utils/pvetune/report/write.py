@@ -49,7 +49,14 @@ __all__ = ["CHECK_IDS", "FIX_STATUSES", "SCHEMA_VERSION", "STATUS_ORDER", "TOOL_
 
 
 def render_json(doc):
-    return json.dumps(doc, indent=2, sort_keys=False) + "\n"
+    """audit.json: the document's keys one per line, indented, and each host on one line of its own. json's ``indent``
+    runs the pure-Python encoder: for a whole fleet that was 60% of the report step (0.6 s of CPU at 64 hosts); a
+    host's compact line is the C encoder's, and the file stays readable and diffable host by host."""
+    def value(key, item):
+        if key == "hosts" and item:
+            return "[\n    %s\n  ]" % ",\n    ".join(json.dumps(host, separators=(",", ": ")) for host in item)
+        return json.dumps(item, indent=2).replace("\n", "\n  ")
+    return "{\n%s\n}\n" % ",\n".join("  %s: %s" % (json.dumps(k), value(k, v)) for k, v in doc.items())
 
 
 # -- terminal ------------------------------------------------------------------
@@ -99,6 +106,19 @@ def render_text(doc, detail=True):
 
 # -- writing -------------------------------------------------------------------
 
+# The module's options (library/pvetune_report.py documents them); its action plugin validates with the same spec.
+ARGUMENT_SPEC = dict(
+    hosts=dict(type="list", elements="str", required=True),
+    audits=dict(type="dict", default={}),
+    dest=dict(type="path", required=True),
+    fail_on=dict(type="str", default="high", choices=["critical", "high", "medium", "low", "info"]),
+    run=dict(type="dict", default={}),
+    timestamp=dict(type="str"),
+    junit_warn_as_failure=dict(type="bool", default=False),
+    not_audited=dict(type="dict", default={}),
+)
+
+
 def write_fleet_reports(params, run_command, check_mode, diff):
     """pvetune_report's one call (the action plugin of the same name calls write_reports itself):
     ``(failed, result, warnings)`` of write_reports with the module's options; a bad option fails by name."""
@@ -106,7 +126,7 @@ def write_fleet_reports(params, run_command, check_mode, diff):
         result = write_reports(params["hosts"], params["audits"], params["dest"], params["fail_on"], params["run"],
                                params["timestamp"], check_mode, junit_warn_as_failure=params["junit_warn_as_failure"],
                                not_audited=params["not_audited"])
-    except ValueError as exc:
+    except (ValueError, OSError, IOError) as exc:
         return True, {"msg": str(exc)}, []
     return False, result, []
 

@@ -81,6 +81,9 @@ def add_node(tree, name, state_path, conf_text):
     if state.get("ceph") is not None:
         with open(os.path.join(tree, "etc", "pve", "ceph.conf"), "w") as handle:
             handle.write("[global]\n\tfsid = 5f6c0d2e-0000-4000-8000-000000000001\n")
+        for osd in state["ceph"]["osds"]:  # the data directory ceph-volume mounts for each OSD the node runs
+            if osd["host"] == name:
+                os.makedirs(os.path.join(tree, "var", "lib", "ceph", "osd", "ceph-%d" % osd["id"]), exist_ok=True)
     install_standins(tree)
     link = os.path.join(tree, ".pvetune", "cluster.json")
     if os.path.lexists(link):

@@ -362,3 +362,45 @@ def test_a_state_file_that_is_not_ours_is_refused(tmp_path):
     result = gate(tree, "release")
     assert result["failed"] and "not the record pvetune writes" in result["msg"], result
     assert not [c for c in cluster.calls("pve-a", "ha-manager") if c[1:2] == ["crm-command"]]
+
+
+def test_osds_found_by_their_metadata_when_the_crush_host_is_named_otherwise(tmp_path):
+    """A real `ceph osd metadata` (rook, reef): the OSD's hostname is the FQDN f-titan-aio-001.ct.lan and its CRUSH
+    host bucket f-titan-aio-001-ct-lan; a CRUSH lookup by the node name finds nothing, the metadata finds it."""
+    from ansible.module_utils.pvetune.cluster.ceph import node_osds, unfound_osds
+    from ansible.module_utils.pvetune.formats.ceph_json import parse_osd_metadata
+
+    metadata = parse_osd_metadata("[%s, {\"id\": 1}]" % real("ceph-osd-metadata-0-rook-fqdn-searchidx49258443942.json"))
+    assert metadata == {0: "f-titan-aio-001.ct.lan"}  # osd.1 never reported metadata: no host
+    assert node_osds([], metadata, "f-titan-aio-001") == [0]
+    assert node_osds([], metadata, "F-TITAN-AIO-001.ct.lan") == [0]
+    assert node_osds([3], metadata, "pve-a") == [3]
+    assert unfound_osds([0], [0], "f-titan-aio-001", metadata) == ""
+    assert unfound_osds([], [0], "pve-a", metadata).startswith(
+        "this node runs OSDs osd.0 (/var/lib/ceph/osd/ceph-*), but neither the CRUSH host pve-a nor the OSDs' metadata "
+        "(osd.0 on f-titan-aio-001.ct.lan) names this node")
+    for bad in ("{}", "[{\"hostname\": \"x\"}]", "[1]"):
+        with pytest.raises(ValueError, match="ceph osd metadata"):
+            parse_osd_metadata(bad)
+
+
+def test_a_crush_host_named_otherwise_refuses_unless_the_metadata_names_the_node(tmp_path):
+    cluster = make_cluster(tmp_path, NODES, osds={"pve-a": [0, 1], "pve-b": [2, 3], "pve-c": [4, 5]})
+    state = cluster.state()
+    for osd in state["ceph"]["osds"][:2]:  # pve-a's OSDs under a CRUSH host named by its FQDN
+        osd.update(host="pve-a-example-lan", hostname="pve-a.example.lan")
+    cluster.write(state)
+    found = gate(cluster.trees["pve-a"], "enter")
+    assert found["actions"] == ["ceph osd add-noout osd.0 osd.1"], found
+    gate(cluster.trees["pve-a"], "rejoin")
+    # pve-b's batch peer pve-a: its OSDs are asked about by the metadata too
+    both = gate(cluster.trees["pve-b"], leaving=["pve-a"], running_guests="stop")
+    assert "ceph osd ok-to-stop 0 1 2 3 says no" in " | ".join(both["cluster"]["refusals"]), both
+    for osd in state["ceph"]["osds"][:2]:  # and a host name that is not the node's either
+        osd["hostname"] = "gpu-host-17.example.lan"
+    cluster.write(state)
+    refused = gate(cluster.trees["pve-a"], "enter")
+    assert refused["failed"] and refused["msg"].startswith(
+        "this node runs OSDs osd.0, osd.1 (/var/lib/ceph/osd/ceph-*), but neither the CRUSH host pve-a nor the OSDs' "
+        "metadata (osd.0 on gpu-host-17.example.lan, osd.1 on gpu-host-17.example.lan) names this node"), refused
+    assert not any(o["noout"] for o in cluster.state()["ceph"]["osds"])

@@ -13,10 +13,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible.module_utils.pvetune.cluster.cmd import GateError, excerpt, parsed, run
 from ansible.module_utils.pvetune.formats import ceph_json
 
 CEPH_CONFS = ("/etc/pve/ceph.conf", "/etc/ceph/ceph.conf")
+OSD_DIR = "/var/lib/ceph/osd"
+OSD_DIR_NAME = re.compile(r"[A-Za-z0-9_-]+-(\d+)\Z")
 CONNECT_TIMEOUT = "30"
 ENOENT, EINVAL = 2, 22
 
@@ -30,10 +34,39 @@ def _ok_to_stop(runner, kind, ids):
     return rc == 0, "" if rc == 0 else "exit %d: %s" % (rc, excerpt(err or out))
 
 
-def _host_osds(runner, host):
-    # No CRUSH bucket of that name (ENOENT): the node runs no OSD.
+def _crush_osds(runner, host):
+    # No CRUSH bucket of that name (ENOENT): no OSD under that name.
     rc, out, _err = ceph(runner, ["osd", "ls-tree", "--format", "json", host], (0, ENOENT))
     return [] if rc == ENOENT else parsed(ceph_json.parse_ls_tree, out)
+
+
+def _short(name):
+    return name.split(".", 1)[0].lower()
+
+
+def node_osds(crush, metadata, node):
+    """The OSDs of ``node``: those under its CRUSH host bucket (``crush``, by the node's name) and those whose own
+    metadata (``metadata``, {id: hostname}) names the node's host, short names compared: a CRUSH host named
+    otherwise (an FQDN, a name an orchestrator sanitised) still finds them."""
+    return sorted(set(crush) | {i for i, host in metadata.items() if _short(host) == _short(node)})
+
+
+def local_osds(fsroot):
+    """The OSD ids this node runs: ceph-volume activates each OSD at /var/lib/ceph/osd/<cluster>-<id>."""
+    return sorted(int(m.group(1)) for m in (OSD_DIR_NAME.match(n) for n in fsroot.listdir(OSD_DIR)) if m)
+
+
+def unfound_osds(own, running, node, metadata):
+    """GateError's text when this node runs OSDs (``running``) that neither its CRUSH host nor the OSD metadata
+    gives it: ok-to-stop would not ask about them and noout would not cover them."""
+    missing = sorted(set(running) - set(own))
+    if not missing:
+        return ""
+    named = ", ".join("osd.%d on %s" % (i, metadata[i]) for i in missing if i in metadata) or "no metadata"
+    return ("this node runs OSDs %s (%s/ceph-*), but neither the CRUSH host %s nor the OSDs' metadata (%s) names "
+            "this node: ok-to-stop and noout would not cover them. Make the CRUSH host or the host name match the "
+            "node name %s (ceph osd crush move, or hostname)" % (", ".join("osd.%d" % i for i in missing), OSD_DIR,
+                                                                    node, named, node))
 
 
 def read_ceph(fsroot, runner, node, leaving=()):
@@ -44,8 +77,13 @@ def read_ceph(fsroot, runner, node, leaving=()):
         return None
     health = parsed(ceph_json.parse_status, ceph(runner, ["status", "--format", "json"])[1])["health"]
     up = parsed(ceph_json.parse_osd_dump, ceph(runner, ["osd", "dump", "--format", "json"])[1])["up"]
-    own = _host_osds(runner, node)
-    peers = sorted(i for peer in sorted(set(leaving) - {node}) for i in _host_osds(runner, peer))
+    metadata = parsed(ceph_json.parse_osd_metadata, ceph(runner, ["osd", "metadata", "--format", "json"])[1])
+    own = node_osds(_crush_osds(runner, node), metadata, node)
+    unfound = unfound_osds(own, local_osds(fsroot), node, metadata)
+    if unfound:
+        raise GateError(unfound)
+    peers = sorted({i for peer in sorted(set(leaving) - {node})
+                    for i in node_osds(_crush_osds(runner, peer), metadata, peer)})
     out = {"osds": own, "up_osds": [i for i in own if up.get(i)], "peer_osds": peers, "ok_to_stop": True, "why": "",
            "mons": [], "mon_ok_to_stop": True, "mon_why": "", "health": health}
     stopping = sorted(set(out["up_osds"]) | {i for i in peers if up.get(i)})

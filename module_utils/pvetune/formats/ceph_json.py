@@ -4,6 +4,8 @@
 """The ``ceph ... --format json`` outputs the cluster gate reads, as data.
 
 * ``ceph osd ls-tree --format json <host>``: the ids of the OSDs under that CRUSH host, ``[0, 1, 2]``;
+* ``ceph osd metadata --format json``: what each OSD reported when it last started, ``[{"id": 0, "hostname":
+  "pve1.example.lan", ...}]`` (its host's name as the daemon saw it, whatever its CRUSH host bucket is called);
 * ``ceph osd dump --format json``: ``{"flags": "noout,sortbitwise,...", "osds": [{"osd": 0, "up": 1, "in": 1}]}``;
 * ``ceph status --format json``: ``{"health": {"status": "HEALTH_OK"}, "pgmap": {"num_pgs": 129,
   "pgs_by_state": [{"state_name": "active+clean", "count": 129}]}}`` (the keys Luminous and later print).
@@ -30,6 +32,17 @@ def parse_ls_tree(text):
     if not isinstance(data, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in data):
         raise ValueError("ceph osd ls-tree: not a list of OSD ids: %r" % (text or "")[:80])
     return sorted(data)
+
+
+def parse_osd_metadata(text):
+    """{id: hostname} of the OSDs whose metadata names a host (an OSD that never started has none)."""
+    data = _load(text, "ceph osd metadata")
+    try:
+        if not isinstance(data, list):
+            raise TypeError(type(data).__name__)
+        return {int(m["id"]): str(m["hostname"]) for m in data if m.get("hostname")}
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise ValueError("ceph osd metadata: not a list of {id, hostname}: %r" % (text or "")[:80])
 
 
 def parse_mon_names(text):

@@ -63,10 +63,10 @@ def unfound_osds(own, running, node, metadata):
     if not missing:
         return ""
     named = ", ".join("osd.%d on %s" % (i, metadata[i]) for i in missing if i in metadata) or "no metadata"
+    ids = ", ".join("osd.%d" % i for i in missing)
     return ("this node runs OSDs %s (%s/ceph-*), but neither the CRUSH host %s nor the OSDs' metadata (%s) names "
             "this node: ok-to-stop and noout would not cover them. Make the CRUSH host or the host name match the "
-            "node name %s (ceph osd crush move, or hostname)" % (", ".join("osd.%d" % i for i in missing), OSD_DIR,
-                                                                    node, named, node))
+            "node name %s (ceph osd crush move, or hostname)" % (ids, OSD_DIR, node, named, node))
 
 
 def read_ceph(fsroot, runner, node, leaving=()):

@@ -7,6 +7,7 @@ import pytest
 
 # The policy (defaults and validation) is pvetune's own, from module_utils/pvetune/core/policy.py;
 # tests/conftest.py makes ansible.module_utils.pvetune importable.
+from ansible.module_utils.pvetune.concerns.lxcgpu.sources import cgroup_version_of
 from ansible.module_utils.pvetune.core.policy import PolicyError, merge_policy
 
 
@@ -105,12 +106,15 @@ class Fleet:
         backend = getattr(self.host, "backend", None)
         return getattr(backend, "hostname", None) or str(self.host)
 
+    def isfile(self, host_path):
+        return self.host.file(self.path(host_path)).is_file
+
+    def isdir(self, host_path):
+        return self.host.file(self.path(host_path)).is_directory
+
     def cgroup_version(self):
-        if self.exists("/sys/fs/cgroup/cgroup.controllers"):
-            return 2
-        if self.exists("/sys/fs/cgroup/devices"):
-            return 1
-        return None
+        """As the audit reads it (lxcgpu/sources.cgroup_version_of, through isfile and isdir here)."""
+        return cgroup_version_of(self)
 
 
 def skipped(policy, check_id):

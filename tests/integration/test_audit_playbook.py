@@ -125,9 +125,11 @@ def test_demo_fleet_audit(demo_audit):
 
 
 def test_check_mode_cannot_be_switched_off(tmp_path):
-    """Even asked for --diff and with check mode variables, the facts task runs in check mode."""
-    run = run_playbook(tmp_path, "audit.yml", limit="pve-gpu02",
+    """Even with check mode variables, the facts task runs in check mode; and --check still writes the reports
+    (controller files, not host state)."""
+    run = run_playbook(tmp_path, "audit.yml", limit="pve-gpu02", cmdline="--check",
                        extravars={"pvetune_report_dir": str(tmp_path / "r"), "ansible_check_mode": False})
+    assert (tmp_path / "r" / "latest" / "audit.json").is_file()
     facts = run.results(FACTS_TASK)
     assert len(facts) == 1
     assert facts[0]["res"]["invocation"]["module_args"]["root"].endswith("pve-gpu02")

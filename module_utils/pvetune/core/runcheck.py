@@ -229,7 +229,7 @@ def charged_hosts(hosts, play_hosts):
 
 # The module's options (library/pvetune_run_check.py documents them); its action plugin validates with the same spec.
 ARGUMENT_SPEC = dict(
-    playbook=dict(type="str", required=True, choices=["audit", "fix", "rollback", "collect", "metrics"]),
+    playbook=dict(type="str", required=True, choices=list(PLAYBOOKS)),
     pattern=dict(type="str", required=True),
     pattern_hosts=dict(type="list", elements="str", required=True),
     play_hosts=dict(type="list", elements="str", required=True),

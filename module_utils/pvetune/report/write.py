@@ -19,7 +19,7 @@ import datetime
 import json
 import os
 
-from ansible.module_utils.pvetune.core.catalogue import SEVERITY_RANK
+from ansible.module_utils.pvetune.core.catalogue import SEVERITIES, SEVERITY_RANK
 from ansible.module_utils.pvetune.core.filewrite import atomic_symlink, atomic_write
 from ansible.module_utils.pvetune.core.result import SCHEMA_VERSION, TOOL_VERSION
 from ansible.module_utils.pvetune.report.document import (
@@ -111,7 +111,7 @@ ARGUMENT_SPEC = dict(
     hosts=dict(type="list", elements="str", required=True),
     audits=dict(type="dict", default={}),
     dest=dict(type="path", required=True),
-    fail_on=dict(type="str", default="high", choices=["critical", "high", "medium", "low", "info"]),
+    fail_on=dict(type="str", default="high", choices=list(SEVERITIES)),
     run=dict(type="dict", default={}),
     timestamp=dict(type="str"),
     junit_warn_as_failure=dict(type="bool", default=False),
@@ -120,7 +120,7 @@ ARGUMENT_SPEC = dict(
 
 
 def write_fleet_reports(params, run_command, check_mode, diff):
-    """pvetune_report's one call (the action plugin of the same name calls write_reports itself):
+    """pvetune_report's one call, made by the module and, in-process, by the action plugin of the same name:
     ``(failed, result, warnings)`` of write_reports with the module's options; a bad option fails by name."""
     try:
         result = write_reports(params["hosts"], params["audits"], params["dest"], params["fail_on"], params["run"],

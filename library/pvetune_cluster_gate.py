@@ -148,6 +148,13 @@ cluster:
       description: HA services that run on this node now.
       type: list
       elements: dict
+    wave:
+      description:
+        - What the reboot wave planner (M(pvetune_waves)) needs of this node; C(cluster) is null for a standalone host
+          or a one-node cluster without a qdevice.
+        - C(cluster), C(members), C(node), C(votes), C(total_votes), C(quorum), C(quorate), C(maintenance_votes) (of
+          the other nodes in HA maintenance), C(ha_master) (this node runs the HA manager master), C(ceph).
+      type: dict
 actions:
   description: What this call did (or, in check mode, would do), in order.
   returned: always

@@ -18,7 +18,7 @@ from scratch_host import make_scratch
 from treeinventory import write_inventory
 
 HOSTS = ["pve-gpu01", "pve-gpu04", "pve-gpu05"]   # the demo hosts whose command-line fix needs a reboot
-ROLLING = "Fix GPU hosts, one at a time (pvetune_serial)"
+ROLLING = "Fix GPU hosts in reboot waves (pvetune_serial at a time without a plan)"
 GATE_TASK = "Cluster gate - decide, then HA maintenance and Ceph noout (a refusal stops the rollout with the reason)"
 
 
@@ -31,6 +31,11 @@ def play(tmp_path, step, inv, cmdline="--tags cmdline", **extravars):
     extravars.setdefault("pvetune_report_dir", str(tmp_path / "reports"))
     extravars.setdefault("pvetune_run_id_override", step)
     return run_playbook(tmp_path / step, "fix.yml", inventory=inv, cmdline=cmdline, extravars=extravars)
+
+
+def waves(tmp_path, step):
+    with open(os.path.join(str(tmp_path / "reports"), "fix-%s" % step, "waves.json")) as handle:
+        return json.load(handle)
 
 
 def record(tmp_path, step, host):
@@ -104,21 +109,32 @@ def test_ha_and_ceph_around_each_reboot(tmp_path, cluster):
     for host in HOSTS[:2]:
         assert "HA services moved away: lrm %s: maintenance mode; still on it: none" % host in record(
             tmp_path, "ha", host)["cluster_actions"]
-    # One host at a time: each host's maintenance ended before the next one's began.
-    order = [(e["event_data"]["host"], e["event_data"]["task"]) for e in run.events
+    # One host a wave, in the plan's order (a canary, then one node of the cluster at a time, the HA manager master
+    # pve-gpu01 last): each host's maintenance ended before the next one's began.
+    plan = waves(tmp_path, "ha")
+    assert plan["plan"]["waves"] == [["pve-gpu04"], ["pve-gpu05"], ["pve-gpu01"]], plan
+    order = [e["event_data"]["host"] for e in run.events
              if e.get("event") == "runner_on_ok" and e["event_data"].get("task", "").startswith("Cluster gate - ")]
-    hosts_in_order = [h for h, _ in order]
-    assert hosts_in_order == sorted(hosts_in_order), order
+    assert [h for i, h in enumerate(order) if i == 0 or order[i - 1] != h] == ["pve-gpu04", "pve-gpu05", "pve-gpu01"]
 
 
 def test_running_guest_under_refuse(tmp_path, cluster):
+    """The plan blocks the node (the gate refuses it now): fixed without its reboot, pending, with the reason; the
+    gate itself, as the backstop without a plan, stops the rollout with the same reason."""
     state = cluster.state()
     state["vms"] = {"400": {"name": "db", "status": "running"}}
     cluster.write(state)
     inv = inventory(tmp_path, {"pve-gpu01": cluster.trees["pve-gpu01"]})
     run = play(tmp_path, "guest", inv, pvetune_reboot_ok=True)
-    assert run.rc != 0
-    message = record(tmp_path, "guest", "pve-gpu01")["failure"]["message"]
+    assert run.rc == 0, run.stdout[-3000:]
+    rec = record(tmp_path, "guest", "pve-gpu01")
+    assert rec["result"] == "pending-reboot" and rec["reboot_plan"]["wave"] is None, rec
+    assert "guests pvetune does not manage run on pve-gpu01: vm 400 (db)" in rec["reboot_plan"]["blocked"], rec
+    assert "the reboot plan blocks it (the cluster gate refuses it now: guests" in run.stdout
+    assert not [c for c in cluster.calls("pve-gpu01") if c[1:2] == ["crm-command"]], "no maintenance for it"
+    unplanned = play(tmp_path, "guest-gate", inv, pvetune_reboot_ok=True, pvetune_waves=False)
+    assert unplanned.rc != 0
+    message = record(tmp_path, "guest-gate", "pve-gpu01")["failure"]["message"]
     assert "guests pvetune does not manage run on pve-gpu01: vm 400 (db)" in message, message
     assert "ct 101" not in message, "CT 101 is the GPU CT pvetune manages"
     again = play(tmp_path, "guest-stop", inv, cmdline="--tags cmdline --check", pvetune_reboot_ok=True,
@@ -154,12 +170,13 @@ def test_hosts_needing_no_reboot_in_batches_of_four(tmp_path):
 
 
 def test_a_canary_then_two_at_once_would_break_quorum(tmp_path, unchanged_cluster):
-    """pvetune_serial [1, 2] (--check, which shows every host's decision): pve-gpu01 alone may reboot; pve-gpu04 and
-    pve-gpu05 in one batch count each other as gone (3 - 1 - 1 < 2), so neither may."""
+    """Without the wave plan (pvetune_waves false), pvetune_serial [1, 2] (--check, which shows every host's
+    decision): pve-gpu01 alone may reboot; pve-gpu04 and pve-gpu05 in one batch count each other as gone
+    (3 - 1 - 1 < 2), so neither may: the gate is the backstop of any batch."""
     cluster = unchanged_cluster
     inv = inventory(tmp_path, cluster.trees)
     run = play(tmp_path, "canary", inv, cmdline="--tags cmdline --check", pvetune_reboot_ok=True,
-               pvetune_serial=[1, 2])
+               pvetune_serial=[1, 2], pvetune_waves=False)
     assert run.rc == 0, run.stdout[-3000:]
     assert record(tmp_path, "canary", "pve-gpu01")["cluster"]["allowed"]
     for host, other in (("pve-gpu04", "pve-gpu05"), ("pve-gpu05", "pve-gpu04")):
@@ -192,13 +209,23 @@ def test_a_host_pattern_with_commas_keeps_its_exclusion(tmp_path, unchanged_clus
 
 
 def test_a_node_down_refuses_the_next_reboot_and_stops_the_rollout(tmp_path, unchanged_cluster):
-    """Last of the tests on the shared cluster: its run fails for real on pve-gpu01 (the gate refuses)."""
+    """Last of the tests on the shared cluster: with a node down the plan blocks the other two (quorum allows no
+    node down: fixed, not rebooted, pending); without a plan the gate refuses pve-gpu01 and the rollout stops."""
     cluster = unchanged_cluster
     calls_before = len(cluster.calls("pve-gpu04"))
     cluster.set_up(HOSTS[2], False)
     try:
         inv = inventory(tmp_path, {h: cluster.trees[h] for h in HOSTS[:2]})
-        run = play(tmp_path, "down", inv, pvetune_reboot_ok=True)
+        planned = play(tmp_path, "down-planned", inv, pvetune_reboot_ok=True)
+        assert planned.rc == 0, planned.stdout[-3000:]
+        for host in HOSTS[:2]:
+            rec = record(tmp_path, "down-planned", host)
+            assert rec["result"] == "pending-reboot" and rec["cluster"] is None, rec
+            assert rec["reboot_plan"]["wave"] is None, rec
+            assert rec["reboot_plan"]["blocked"].startswith("the cluster gate refuses it now: rebooting %s would "
+                                                            "leave 1 votes (2 now, 1 of its own)" % host), rec
+        calls_before = len(cluster.calls("pve-gpu04"))
+        run = play(tmp_path, "down", inv, pvetune_reboot_ok=True, pvetune_waves=False)
     finally:
         cluster.set_up(HOSTS[2], True)
     assert run.rc != 0

@@ -1,9 +1,13 @@
 """The reboot wave planner (module_utils/pvetune/cluster/waves.py, issue 29): budgets per cluster, the fleet cap,
 the canary, the HA manager master last, and a property test over random fleets."""
 import random
+from datetime import datetime
 
 import pytest
-from ansible.module_utils.pvetune.cluster.waves import PlanError, check_plan, cluster_budget, plan_waves
+from ansible.module_utils.pvetune.cluster.between import between_waves, gate_argv, in_window, parse_windows, run_gate
+from ansible.module_utils.pvetune.cluster.waves import (
+    PlanError, batch_sizes, check_plan, cluster_budget, plan_inputs, plan_rollout, plan_waves, rolling_order,
+    waves_call)
 
 
 def cluster(nodes, qdevice=False, down=0, maintenance=0, ceph=None, quorate=True):
@@ -111,3 +115,161 @@ def test_no_wave_ever_exceeds_a_budget_or_the_fleet_cap_and_every_host_is_planne
         assert check_plan(plan, hosts, cap, max_parallel) == [], (cap, max_parallel, canary)
         if canary and plan["waves"]:
             assert len(plan["waves"][0]) <= canary
+
+
+def gate_of(cluster_name, members, node, total=None, quorum=None, maintenance=0, master=False, ceph=False,
+            allowed=True, refusals=()):
+    """The cluster gate's check summary of one node (its wave view), as pvetune_cluster_gate returns it."""
+    total = len(members) if total is None else total
+    view = {"cluster": cluster_name, "members": sorted(members), "node": node, "votes": 1, "total_votes": total,
+            "quorum": len(members) // 2 + 1 if quorum is None else quorum, "quorate": True,
+            "maintenance_votes": maintenance, "ha_master": master, "ceph": ceph}
+    return {"allowed": allowed, "refusals": list(refusals), "wave": view}
+
+
+def test_plan_inputs_from_the_discovery():
+    """Clusters from the gate's readings: the most cautious numbers of their nodes; a node the gate refuses now is
+    blocked with its reasons; two clusters of one name stay apart; a host without a reboot needs no reading."""
+    a = ["pve-a1", "pve-a2", "pve-a3"]
+    other = ["pve-x1", "pve-x2", "pve-x3"]
+    discovery = {
+        "pve-a1": {"reboot": True, "gate": gate_of("pve", a, "pve-a1", ceph=True)},
+        "pve-a2": {"reboot": True, "gate": gate_of("pve", a, "pve-a2", maintenance=1, master=True)},
+        "pve-a3": {"reboot": True, "gate": gate_of("pve", a, "pve-a3", allowed=False,
+                                                   refusals=["guests pvetune does not manage run on pve-a3"])},
+        "pve-x1": {"reboot": True, "gate": gate_of("pve", other, "pve-x1")},
+        "solo": {"reboot": True, "gate": {"allowed": True, "refusals": [], "wave": {"cluster": None, "votes": 1}}},
+        "quiet": {"reboot": False, "gate": None},
+    }
+    hosts, clusters = plan_inputs(discovery, ceph_max_down=1)
+    assert sorted(clusters) == ["pve", "pve (pve-x1)"]
+    assert clusters["pve"] == {"total_votes": 3, "quorum": 2, "quorate": True, "maintenance_votes": 1, "ceph_max": 1}
+    by_name = {h["host"]: h for h in hosts}
+    assert by_name["pve-a3"]["blocked"].startswith("the cluster gate refuses it now: guests pvetune")
+    assert by_name["pve-a2"]["ha_master"] and by_name["solo"]["cluster"] is None and not by_name["quiet"]["reboot"]
+    plan = plan_waves(hosts, clusters, cap=2, max_parallel=10, canary=0)
+    assert check_plan(plan, hosts, 2, 10) == []
+    # 3 votes - 1 in maintenance - quorum 2 = no spare vote: the cluster "pve" is blocked; the other is not
+    assert set(plan["blocked"]) == {"pve-a1", "pve-a2", "pve-a3"} and plan["waves"] == [["pve-x1", "solo"]]
+    with pytest.raises(PlanError, match="quiet needs a reboot but the discovery has no cluster gate reading"):
+        plan_inputs(dict(discovery, quiet={"reboot": True, "gate": None}))
+
+
+@pytest.mark.parametrize("count, serial, sizes", [
+    (5, 1, [1, 1, 1, 1, 1]), (5, 2, [2, 2, 1]), (10, "20%", [2, 2, 2, 2, 2]), (3, "10%", [1, 1, 1]),
+    (7, [1, 3, "50%"], [1, 3, 3]), (0, 1, [])])
+def test_batch_sizes_cut_as_ansible_serial_does(count, serial, sizes):
+    assert batch_sizes(count, serial) == sizes
+
+
+def test_the_rolling_order_puts_the_hosts_that_do_not_reboot_first_then_one_batch_per_wave():
+    hosts = hosts_of("a", 3) + [{"host": "idle%d" % i, "cluster": None, "reboot": False} for i in range(3)]
+    hosts[2]["blocked"] = "the cluster gate refuses it now: x"
+    plan = plan_waves(hosts, {"a": cluster(5)}, cap=2, max_parallel=10, canary=1)
+    out = rolling_order(plan, hosts, batch=False, serial=2)
+    assert out["first"] == ["a-n3", "idle0", "idle1", "idle2"] and out["first_serial"] == [2, 2]
+    assert out["order"] == out["first"] + ["a-n1", "a-n2"] and out["serial"] == [2, 2, 1, 1]
+    assert out["wave_of"] == {"a-n1": 0, "a-n2": 1}
+    batched = rolling_order(plan, hosts, batch=True, serial=2)   # the batch play takes the idle hosts
+    assert batched["first"] == ["a-n3"] and batched["serial"] == [1, 1, 1]
+
+
+def test_plan_rollout_says_the_plan_in_lines_and_warns_of_forks():
+    discovery = {"n%d" % i: {"reboot": True, "gate": gate_of("c", ["n1", "n2", "n3", "n4", "n5"], "n%d" % i)}
+                 for i in range(1, 6)}
+    discovery.update({"s%d" % i: {"reboot": True, "gate": {"allowed": True, "refusals": [],
+                                                           "wave": {"cluster": None}}} for i in range(4)})
+    params = {"discovery": discovery, "cluster_max_down": 2, "ceph_max_down": 1, "max_parallel": 4, "canary": 1,
+              "minutes": 6.0, "batch": False, "serial": 1, "forks": 3}
+    out = plan_rollout(params)
+    assert out["plan"]["waves"] == [["s0"], ["n1", "n2", "s1", "s2"], ["n3", "n4", "s3"], ["n5"]]
+    assert out["lines"][0] == ("9 host(s) to reboot in 4 wave(s), largest 4 (fleet cap 4, per cluster at most 2, "
+                               "canary 1); ~24 min at 6 min a wave")
+    assert out["lines"][1] == "wave 1 (canary): s0 [standalone]"
+    assert "cluster c: up to 2 node(s) at once (cap 2, 2 spare vote(s))" in out["lines"]
+    assert out["lines"][-1].startswith("warning: the largest wave (4) is above ansible's forks (3)")
+    failed, result, _ = waves_call(dict(params, state="plan", cluster_max_down=0), None, False, False)
+    assert failed and "pvetune_cluster_max_down must be an integer >= 1" in result["msg"]
+
+
+WINDOWS = [{"days": ["sat", "sun"], "start": "22:00", "end": "06:00"}, {"days": ["wed"], "start": "12:00",
+                                                                         "end": "13:30"}]
+
+
+@pytest.mark.parametrize("when, is_open", [
+    (datetime(2026, 12, 5, 22, 0), True),     # Saturday 22:00, the window opens
+    (datetime(2026, 12, 5, 21, 59), False),
+    (datetime(2026, 12, 6, 5, 59), True),     # Sunday early: Saturday's window, past midnight
+    (datetime(2026, 12, 7, 5, 59), True),     # Monday early: Sunday's window, past midnight
+    (datetime(2026, 12, 7, 6, 0), False),     # Monday 06:00: closed
+    (datetime(2026, 12, 5, 3, 0), False),     # Saturday early: Friday has no window
+    (datetime(2026, 12, 9, 13, 29), True), (datetime(2026, 12, 9, 13, 30), False)])
+def test_windows_across_midnight_belong_to_the_day_they_start(when, is_open):
+    assert in_window(parse_windows(WINDOWS), when)[0] is is_open
+
+
+@pytest.mark.parametrize("windows, word", [
+    ("sat 22-06", "must be a list"), ([{"start": "25:00", "end": "06:00"}], "start must be a time HH:MM"),
+    ([{"days": ["someday"], "start": "01:00", "end": "02:00"}], "days must be a list of day names"),
+    ([{"start": "01:00", "end": "01:00"}], "make no range"), ([{"start": "01:00", "end": "02:00", "tz": "x"}],
+                                                             "mapping of days, start and end")])
+def test_bad_windows_are_refused_by_name(windows, word):
+    with pytest.raises(ValueError, match=word):
+        parse_windows(windows)
+
+
+def between(tmp_path, check_mode=False, files=(), when=datetime(2026, 12, 5, 23, 0), gate_rc=0, **params):
+    for name in files:
+        (tmp_path / name).write_text("")
+    base = {"wave": 1, "waves": 4, "control_dir": str(tmp_path), "windows": WINDOWS, "gate_cmd": None,
+            "gate_timeout": 5, "pause_poll": 10, "pause_timeout": 30}
+    base.update(params)
+    slept, ran = [], []
+
+    def sleep(seconds):   # the operator removes the pause file while the run waits
+        slept.append(seconds)
+        if len(slept) == 2 and (tmp_path / "fix.pause").exists():
+            (tmp_path / "fix.pause").unlink()
+
+    def gate(argv, timeout):
+        ran.append(argv)
+        return gate_rc, "2 alerts firing: NodeDown pve-a1\n"
+    return between_waves(base, check_mode, now=lambda: when, sleep=sleep, gate=gate), slept, ran
+
+
+def test_between_waves_stop_file_windows_pause_and_gate_command(tmp_path):
+    out, _slept, _ran = between(tmp_path)
+    assert out == {"stop": False, "waited": 0, "reason": "", "msg": "wave 2 of 4 may start"}
+    out, _slept, _ran = between(tmp_path, when=datetime(2026, 12, 7, 9, 0))
+    assert out["stop"] and out["msg"] == ("stop before wave 2 of 4: outside every reboot window (now mon 09:00, "
+                                          "controller local time)")
+    out, slept, _ran = between(tmp_path, files=["fix.pause"])
+    assert not out["stop"] and slept == [10, 10] and out["waited"] == 20
+    out, _slept, ran = between(tmp_path, gate_cmd="/usr/local/bin/alerts-quiet --cluster 'gpu a'", gate_rc=1)
+    assert ran == [["/usr/local/bin/alerts-quiet", "--cluster", "gpu a"]]
+    assert out["stop"] and out["reason"] == ("the gate command /usr/local/bin/alerts-quiet --cluster 'gpu a' exited 1:"
+                                             " 2 alerts firing: NodeDown pve-a1")
+    out, slept, ran = between(tmp_path, files=["fix.pause", "fix.stop"], gate_cmd=["true"])
+    assert out["stop"] and "the stop file %s exists" % (tmp_path / "fix.stop") in out["reason"]
+    assert slept == [] and ran == []
+    (tmp_path / "fix.stop").unlink()
+
+
+def test_between_waves_a_pause_that_lasts_stops_and_check_mode_never_waits_or_stops(tmp_path):
+    (tmp_path / "fix.pause").write_text("")
+    out = between_waves({"wave": 0, "waves": 2, "control_dir": str(tmp_path), "windows": [], "gate_cmd": None,
+                         "gate_timeout": 5, "pause_poll": 10, "pause_timeout": 30}, False, sleep=lambda s: None)
+    assert out["stop"] and out["waited"] == 30 and "was there for 30 s (pvetune_pause_timeout)" in out["reason"]
+    out, slept, ran = between(tmp_path, check_mode=True, files=["fix.pause"], gate_cmd=["alerts-quiet"])
+    assert not out["stop"] and slept == [] and ran == []
+    assert out["msg"] == ("wave 2 of 4 may start: would wait while the pause file %s exists; would run the gate "
+                          "command alerts-quiet" % (tmp_path / "fix.pause"))
+    out, _slept, _ran = between(tmp_path, check_mode=True, files=["fix.stop"])
+    assert not out["stop"] and out["msg"].startswith("would stop before wave 2 of 4: the stop file")
+
+
+def test_a_gate_command_that_cannot_start_stops_the_rollout():
+    assert run_gate(["/nonexistent/pvetune-gate"], 5)[0] == 127
+    assert run_gate(["sh", "-c", "echo quiet; exit 0"], 5) == (0, "quiet\n")
+    with pytest.raises(ValueError, match="pvetune_wave_gate_cmd must be a command line or a list of words"):
+        gate_argv({"cmd": "x"})

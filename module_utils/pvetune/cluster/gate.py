@@ -113,3 +113,22 @@ def ha_in_maintenance(ha, node):
         return []
     return sorted(n for n, status in ha["lrm"].items()
                   if status.endswith(" mode") and status != "restart mode" and n != node)
+
+
+def wave_view(cluster):
+    """What the reboot wave planner (cluster/waves.plan_inputs) needs of this node: its cluster (corosync's name and
+    node list; None for a standalone host or a one-node cluster without a qdevice, which no other node's quorum
+    needs), its votes, the cluster's votes and quorum now, the votes of the other nodes in HA maintenance, whether it
+    runs the HA manager master, whether the cluster runs Ceph."""
+    conf, quorum, ha = cluster.get("conf"), cluster.get("quorum"), cluster.get("ha")
+    if conf is None or (len(conf["nodes"]) == 1 and quorum["qdevice"] is None):
+        return {"cluster": None, "votes": 1 if quorum is None else quorum["local"]["votes"]}
+    members = {n["nodeid"]: n for n in quorum["nodes"]}
+    local = quorum["local"]["nodeid"]
+    away = [i for i in node_ids(conf, ha_in_maintenance(ha, cluster["node"])) if i in members and i != local]
+    return {"cluster": conf["cluster_name"], "members": sorted(n["name"] for n in conf["nodes"]),
+            "node": cluster["node"], "votes": quorum["local"]["votes"], "total_votes": quorum["total_votes"],
+            "quorum": quorum["quorum"], "quorate": bool(quorum["quorate"]) and not quorum["activity_blocked"],
+            "maintenance_votes": sum(members[i]["votes"] for i in away),
+            "ha_master": bool(ha and ha.get("master") and ha["master"]["node"] == cluster["node"]),
+            "ceph": cluster.get("ceph") is not None}

@@ -26,7 +26,7 @@ import os
 
 from ansible.module_utils.pvetune.cluster import ceph as cluster_ceph
 from ansible.module_utils.pvetune.cluster.cmd import GateError, Steps, Waiter, parsed, run
-from ansible.module_utils.pvetune.cluster.gate import gate_decision, local_node
+from ansible.module_utils.pvetune.cluster.gate import gate_decision, local_node, wave_view
 from ansible.module_utils.pvetune.concerns.lxcgpu import checks as lxcgpu
 from ansible.module_utils.pvetune.concerns.lxcgpu import fix as lxcgpu_fix
 from ansible.module_utils.pvetune.core.changeset import validate_run_id
@@ -273,7 +273,7 @@ def summary(cluster):
             "allowed": decision["allowed"], "refusals": decision["refusals"], "quorum": decision["quorum"],
             "counted_gone": decision["counted_gone"], "plan": decision["plan"], "guests": cluster["guests"],
             "ceph": cluster["ceph"], "ha_services_on_node": ha_status.services_on(cluster["ha"], cluster["node"])
-            if cluster["ha"] else []}
+            if cluster["ha"] else [], "wave": wave_view(cluster)}
 
 
 def cluster_gate(params, run_command, check_mode, diff):

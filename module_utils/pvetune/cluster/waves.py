@@ -75,13 +75,16 @@ def _validate(hosts, clusters, cap, max_parallel, canary):
         if host.get("cluster") is not None and host["cluster"] not in clusters:
             raise PlanError("host %s names cluster %r, which the discovery did not find" % (name, host["cluster"]))
         _positive_int(host.get("votes", 1), "votes of %s" % name, minimum=0)
+        if host.get("blocked") is not None and not isinstance(host["blocked"], str):
+            raise PlanError("blocked of %s must be a reason (text), got %r" % (name, host["blocked"]))
 
 
 def plan_waves(hosts, clusters, cap=1, max_parallel=10, canary=1):
     """The reboot plan.
 
-    ``hosts``: [{"host", "reboot" (bool), "cluster" (name or None), "votes" (1), "ha_master" (False)}], in inventory
-    order. ``clusters``: {name: {"total_votes", "quorum", "maintenance_votes", "ceph_max", "quorate"}}.
+    ``hosts``: [{"host", "reboot" (bool), "cluster" (name or None), "votes" (1), "ha_master" (False), "blocked"
+    (None, or why the host must not reboot now: it is not planned)}], in inventory order.
+    ``clusters``: {name: {"total_votes", "quorum", "maintenance_votes", "ceph_max", "quorate"}}.
     Returns {"waves": [[host, ...], ...], "why": {host: text}, "blocked": {host: reason}, "no_reboot": [host],
     "budgets": {cluster: cluster_budget(...)}}. Raises PlanError naming a bad value."""
     _validate(hosts, clusters, cap, max_parallel, canary)
@@ -92,7 +95,9 @@ def plan_waves(hosts, clusters, cap=1, max_parallel=10, canary=1):
         if not host.get("reboot"):
             continue
         name, cluster = host["host"], host.get("cluster")
-        if cluster is None:
+        if host.get("blocked"):
+            blocked[name] = host["blocked"]
+        elif cluster is None:
             standalone.append(host)
         elif budgets[cluster]["budget"] == 0:
             blocked[name] = "cluster %s: %s" % (cluster, budgets[cluster]["reason"])
@@ -143,7 +148,8 @@ def plan_waves(hosts, clusters, cap=1, max_parallel=10, canary=1):
         waves.append([h["host"] for h in wave])
         left = {c: m for c, m in left.items() if m}
     return {"waves": [w for w in waves if w], "why": why, "blocked": blocked, "budgets": budgets,
-            "no_reboot": [h["host"] for h in hosts if not h.get("reboot")]}
+            "no_reboot": [h["host"] for h in hosts if not h.get("reboot")], "cap": cap, "max_parallel": max_parallel,
+            "canary": canary}
 
 
 def check_plan(plan, hosts, cap, max_parallel):
@@ -175,3 +181,152 @@ def check_plan(plan, hosts, cap, max_parallel):
             problems.append("%s is planned %d times" % (name, count))
     problems.extend("%s needs no reboot but is in a wave" % n for n in placed if n not in needing)
     return problems
+
+
+def plan_inputs(discovery, ceph_max_down=1):
+    """plan_waves' ``hosts`` and ``clusters`` from the read-only discovery, {host: {"reboot": bool, "gate": the
+    cluster gate's ``check`` summary (its ``wave`` view) or None}}, in inventory order.
+
+    A cluster's numbers are the most cautious any of its nodes reported (fewest votes, most in maintenance); a node
+    the gate refuses now (guests under refuse, Ceph says no for its own OSDs, HEALTH_ERR) is blocked with the
+    gate's reasons; a one-node cluster plans as a standalone host (no quorum of another node depends on it)."""
+    hosts, clusters, names = [], {}, {}
+    for name, found in discovery.items():
+        gate = found.get("gate")
+        entry = {"host": name, "reboot": bool(found.get("reboot")), "cluster": None}
+        hosts.append(entry)
+        if not entry["reboot"]:
+            continue
+        if not isinstance(gate, dict) or not isinstance(gate.get("wave"), dict):
+            raise PlanError("host %s needs a reboot but the discovery has no cluster gate reading of it" % name)
+        view = gate["wave"]
+        if not gate.get("allowed", False):
+            entry["blocked"] = "the cluster gate refuses it now: " + " | ".join(gate.get("refusals") or ["?"])
+        entry.update(votes=view.get("votes", 1), ha_master=bool(view.get("ha_master")))
+        if view.get("cluster") is None:
+            continue
+        # Two clusters may share corosync's cluster name (each admin chose it): the node list tells them apart.
+        members = tuple(view.get("members") or ())
+        key = names.setdefault((view["cluster"], members), view["cluster"] if not any(
+            c == view["cluster"] for c, _m in names) else "%s (%s)" % (view["cluster"], ",".join(members[:1])))
+        entry["cluster"] = key
+        seen = clusters.get(key)
+        mine = {"total_votes": view["total_votes"], "quorum": view["quorum"], "quorate": bool(view["quorate"]),
+                "maintenance_votes": view.get("maintenance_votes", 0),
+                "ceph_max": ceph_max_down if view.get("ceph") else None}
+        if seen is None:
+            clusters[key] = mine
+            continue
+        seen.update(total_votes=min(seen["total_votes"], mine["total_votes"]),
+                    quorum=max(seen["quorum"], mine["quorum"]), quorate=seen["quorate"] and mine["quorate"],
+                    maintenance_votes=max(seen["maintenance_votes"], mine["maintenance_votes"]))
+        if mine["ceph_max"] is not None:
+            seen["ceph_max"] = mine["ceph_max"]
+    return hosts, clusters
+
+
+def batch_sizes(count, serial):
+    """How ansible-playbook's ``serial`` (a number, "N%", or a list of them, the last repeating) cuts ``count`` hosts
+    into batches (its pct_to_int: a percentage of the hosts, at least 1)."""
+    items = serial if isinstance(serial, list) else [serial]
+    sizes = []
+    while sum(sizes) < count:
+        item = str(items[min(len(sizes), len(items) - 1)])
+        size = max(1, int(count * int(item[:-1]) / 100.0)) if item.endswith("%") else int(item)
+        sizes.append(min(max(size, 1), count - sum(sizes)))
+    return sizes
+
+
+def rolling_order(plan, hosts, batch, serial):
+    """The rolling play's host order and serial list: first the hosts that do not reboot by the plan (no reboot
+    predicted, unless ``batch`` sends those to the batch play; blocked ones), ``serial`` at a time as before; then
+    the waves, one batch each. {"first": [...], "first_serial": [...], "order": [...], "serial": [...],
+    "wave_of": {host: wave index}}."""
+    planned = {name for wave in plan["waves"] for name in wave}
+    first = [h["host"] for h in hosts if h["host"] not in planned and (h["host"] in plan["blocked"] or not batch)]
+    first_serial = batch_sizes(len(first), serial)
+    return {"first": first, "first_serial": first_serial,
+            "order": first + [name for wave in plan["waves"] for name in wave],
+            "serial": first_serial + [len(wave) for wave in plan["waves"]],
+            "wave_of": {name: i for i, wave in enumerate(plan["waves"]) for name in wave}}
+
+
+def plan_lines(plan, hosts, minutes, forks=None):
+    """The plan as the operator reads it: waves with each host's cluster, the hosts that wait and why, each cluster's
+    budget, the expected wall time at ``minutes`` a wave (the hosts of a wave reboot together)."""
+    cluster_of = {h["host"]: h.get("cluster") for h in hosts}
+    waves = plan["waves"]
+    total = sum(len(w) for w in waves)
+    lines = ["%d host(s) to reboot in %d wave(s), largest %d (fleet cap %d, per cluster at most %d, canary %d); "
+             "~%d min at %g min a wave%s" % (
+                 total, len(waves), max([len(w) for w in waves] or [0]), plan["max_parallel"], plan["cap"],
+                 plan["canary"], round(len(waves) * minutes), minutes,
+                 "" if not plan["blocked"] else "; %d blocked" % len(plan["blocked"]))]
+    for i, wave in enumerate(waves):
+        lines.append("wave %d%s: %s" % (i + 1, " (canary)" if any(plan["why"].get(n, "").startswith("canary")
+                                                                  for n in wave) else "",
+                                        ", ".join("%s [%s]" % (n, cluster_of[n] or "standalone") for n in wave)))
+    for name, reason in sorted(plan["blocked"].items()):
+        lines.append("blocked, fixed without a reboot (ends pending-reboot): %s [%s]: %s"
+                     % (name, cluster_of[name] or "standalone", reason))
+    for name, budget in sorted(plan["budgets"].items()):
+        lines.append("cluster %s: %s" % (name, budget["reason"]))
+    if forks is not None and waves and max(len(w) for w in waves) > forks:
+        lines.append("warning: the largest wave (%d) is above ansible's forks (%d): raise forks (-f) so a wave's hosts "
+                     "reboot together" % (max(len(w) for w in waves), forks))
+    return lines
+
+
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", default="plan", choices=["plan", "between"]),
+    discovery=dict(type="dict", default={}),
+    cluster_max_down=dict(type="int", default=1),
+    ceph_max_down=dict(type="int", default=1),
+    max_parallel=dict(type="int", default=10),
+    canary=dict(type="int", default=1),
+    minutes=dict(type="float", default=6.0),
+    batch=dict(type="bool", default=False),
+    serial=dict(type="raw", default=1),
+    forks=dict(type="int"),
+    wave=dict(type="int", default=0),
+    waves=dict(type="int", default=0),
+    control_dir=dict(type="path"),
+    windows=dict(type="list", elements="raw", default=[]),
+    gate_cmd=dict(type="raw"),
+    gate_timeout=dict(type="int", default=300),
+    pause_poll=dict(type="int", default=10),
+    pause_timeout=dict(type="int", default=86400),
+)
+
+
+def plan_rollout(params):
+    """state=plan: the plan, the rolling play's order and serial, and the operator's lines."""
+    hosts, clusters = plan_inputs(params["discovery"], _positive_int(params["ceph_max_down"], "pvetune_ceph_max_down"))
+    plan = plan_waves(hosts, clusters, params["cluster_max_down"], params["max_parallel"], params["canary"])
+    problems = check_plan(plan, hosts, params["cluster_max_down"], params["max_parallel"])
+    if problems:   # a planner bug must not reach a cluster
+        raise PlanError("the plan breaks its own bounds: " + "; ".join(problems))
+    if params["minutes"] <= 0:
+        raise PlanError("pvetune_wave_minutes must be above 0, got %r" % params["minutes"])
+    out = rolling_order(plan, hosts, params["batch"], params["serial"])
+    lines = plan_lines(plan, hosts, params["minutes"], params["forks"])
+    if out["first"]:
+        lines.insert(1, "first, %s at a time (no reboot by the plan): %s" % (
+            "/".join(str(s) for s in sorted(set(out["first_serial"]))), ", ".join(out["first"])))
+    out.update(plan=plan, lines=lines, msg=lines[0], changed=False)
+    return out
+
+
+def waves_call(params, run_command, check_mode, diff):
+    """pvetune_waves' one call: ``(failed, result, warnings)``."""
+    try:
+        if params["state"] == "plan":
+            return False, plan_rollout(params), []
+        for name in ("gate_timeout", "pause_poll", "pause_timeout"):
+            _positive_int(params[name], name)
+        if not params["control_dir"]:
+            raise PlanError("control_dir is required with state=between")
+        from ansible.module_utils.pvetune.cluster.between import between_waves
+        return False, dict(between_waves(params, check_mode), changed=False), []
+    except (PlanError, ValueError) as exc:
+        return True, {"msg": str(exc), "changed": False}, []

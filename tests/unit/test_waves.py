@@ -241,7 +241,7 @@ def test_between_waves_stop_file_windows_pause_and_gate_command(tmp_path):
     out, _slept, _ran = between(tmp_path)
     assert out == {"stop": False, "waited": 0, "reason": "", "msg": "wave 2 of 4 may start"}
     out, _slept, _ran = between(tmp_path, when=datetime(2026, 12, 7, 9, 0))
-    assert out["stop"] and out["msg"] == ("stop before wave 2 of 4: outside every reboot window (now mon 09:00, "
+    assert out["stop"] and out["msg"] == ("stopped before wave 2 of 4: outside every reboot window (now mon 09:00, "
                                           "controller local time)")
     out, slept, _ran = between(tmp_path, files=["fix.pause"])
     assert not out["stop"] and slept == [10, 10] and out["waited"] == 20

@@ -133,7 +133,7 @@ def between_waves(params, check_mode, now=datetime.now, sleep=time.sleep, gate=r
     if waited:
         notes.append("waited %d s for the pause file to go" % waited)
     if reason:
-        verb = "would stop" if check_mode else "stop"
+        verb = "would stop" if check_mode else "stopped"
         return {"stop": not check_mode, "waited": waited, "reason": reason,
                 "msg": "%s before %s: %s" % (verb, label, reason)}
     return {"stop": False, "waited": waited, "reason": "",

@@ -118,6 +118,8 @@ attributes:
   platform:
     platforms: posix
     details: Runs on the controller (C(delegate_to) localhost, C(run_once)).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 """
 
 EXAMPLES = r"""

@@ -188,7 +188,8 @@ def test_plan_rollout_says_the_plan_in_lines_and_warns_of_forks():
     assert out["lines"][1] == "wave 1 (canary): s0 [standalone]"
     assert "cluster c: up to 2 node(s) at once (cap 2, 2 spare vote(s))" in out["lines"]
     assert out["lines"][-1].startswith("warning: the largest wave (4) is above ansible's forks (3)")
-    failed, result, _ = waves_call(dict(params, state="plan", cluster_max_down=0), None, False, False)
+    failed, result, _ = waves_call(dict(params, state="plan", cluster_max_down=0, windows=[], gate_cmd=None), None,
+                                   False, False)
     assert failed and "pvetune_cluster_max_down must be an integer >= 1" in result["msg"]
 
 
@@ -273,3 +274,14 @@ def test_a_gate_command_that_cannot_start_stops_the_rollout():
     assert run_gate(["sh", "-c", "echo quiet; exit 0"], 5) == (0, "quiet\n")
     with pytest.raises(ValueError, match="pvetune_wave_gate_cmd must be a command line or a list of words"):
         gate_argv({"cmd": "x"})
+
+
+def test_the_plan_refuses_bad_windows_and_gate_commands_before_any_host_is_touched():
+    params = {"state": "plan", "discovery": {}, "cluster_max_down": 1, "ceph_max_down": 1, "max_parallel": 4,
+              "canary": 1, "minutes": 6.0, "batch": False, "serial": 1, "forks": None, "gate_cmd": None,
+              "windows": [{"days": ["sat"], "start": "22:00", "end": "6am"}]}
+    failed, result, _ = waves_call(params, None, False, False)
+    assert failed and result["msg"] == "pvetune_reboot_windows[0].end must be a time HH:MM (00:00-24:00), got '6am'"
+    failed, result, _ = waves_call(dict(params, windows=[], gate_cmd=["alerts", 3]), None, False, False)
+    assert failed and "pvetune_wave_gate_cmd must be a command line or a list of words" in result["msg"]
+    assert waves_call(dict(params, windows=[]), None, False, False)[1]["plan"]["waves"] == []

@@ -319,14 +319,16 @@ def plan_rollout(params):
 
 def waves_call(params, run_command, check_mode, diff):
     """pvetune_waves' one call: ``(failed, result, warnings)``."""
+    from ansible.module_utils.pvetune.cluster.between import between_waves, gate_argv, parse_windows
     try:
-        if params["state"] == "plan":
+        if params["state"] == "plan":   # the controls between waves are checked before any host is touched
+            parse_windows(params["windows"])
+            gate_argv(params["gate_cmd"])
             return False, plan_rollout(params), []
         for name in ("gate_timeout", "pause_poll", "pause_timeout"):
             _positive_int(params[name], name)
         if not params["control_dir"]:
             raise PlanError("control_dir is required with state=between")
-        from ansible.module_utils.pvetune.cluster.between import between_waves
         return False, dict(between_waves(params, check_mode), changed=False), []
     except (PlanError, ValueError) as exc:
         return True, {"msg": str(exc), "changed": False}, []

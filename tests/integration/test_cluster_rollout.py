@@ -208,6 +208,30 @@ def test_a_host_pattern_with_commas_keeps_its_exclusion(tmp_path, unchanged_clus
     assert decided == ["pve-gpu01", "pve-gpu05"], decided
 
 
+def test_osds_under_a_crush_host_named_otherwise_refuse_the_run_before_any_host(tmp_path, unchanged_cluster):
+    """pve-gpu01's OSDs under a CRUSH host and a metadata host name that are not its node name: the plan's discovery
+    refuses the run with the mismatch, before any host is touched (ok-to-stop and noout would not cover them)."""
+    cluster = unchanged_cluster
+    before = cluster.state()
+    state = cluster.state()
+    for osd in state["ceph"]["osds"][:2]:
+        osd.update(host="gpu01-example-lan", hostname="gpu-host-17.example.lan")
+    cluster.write(state)
+    try:
+        run = play(tmp_path, "crush", inventory(tmp_path, cluster.trees), pvetune_reboot_ok=True)
+    finally:
+        cluster.write(before)
+    assert run.rc != 0
+    failed = run.results(event="runner_on_failed", task_name="Read the cluster of each host that will reboot "
+                                                            "(the cluster gate's read-only check)")
+    assert [r["host"] for r in failed] == ["pve-gpu01"], failed
+    assert failed[0]["res"]["msg"].startswith(
+        "this node runs OSDs osd.0, osd.1 (/var/lib/ceph/osd/ceph-*), but neither the CRUSH host pve-gpu01 nor the "
+        "OSDs' metadata (osd.0 on gpu-host-17.example.lan, osd.1 on gpu-host-17.example.lan) names this node")
+    assert not os.path.exists(os.path.join(str(tmp_path / "reports"), "fix-crush", "pve-gpu01.json"))
+    assert cluster.state() == before
+
+
 def test_a_node_down_refuses_the_next_reboot_and_stops_the_rollout(tmp_path, unchanged_cluster):
     """Last of the tests on the shared cluster: with a node down the plan blocks the other two (quorum allows no
     node down: fixed, not rebooted, pending); without a plan the gate refuses pve-gpu01 and the rollout stops."""

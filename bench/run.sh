@@ -8,6 +8,7 @@
 #   BENCH_NS="1 8" BENCH_REPEATS=3 bench/run.sh    # quick run
 #   bench/run.sh tune                 # tuning experiments (bench/tune.py), same sshd and fleet
 #   bench/run.sh batch                # fix.yml serial 1 against pvetune_batch (bench/rollout_batch.py), no sshd
+#   bench/run.sh waves                # fix.yml one at a time against reboot waves, simulated reboots (rollout_waves.py)
 #
 # Environment:
 #   BENCH_NS           fleet sizes (default "1 8 32 64")
@@ -52,6 +53,9 @@ fi
 
 if [[ "${1:-}" == batch ]]; then
   exec "$VENV/bin/python" "$TOP/bench/rollout_batch.py"
+fi
+if [[ "${1:-}" == waves ]]; then
+  exec "$VENV/bin/python" "$TOP/bench/rollout_waves.py"
 fi
 
 cleanup() {

@@ -118,13 +118,19 @@ def differences(before, after):
     return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
 
 
-def calls(root):
-    """The stand-in calls logged in the tree ([[tool, arg...], ...])."""
+# The stand-in calls of fix.yml's discovery for the reboot wave plan (the cluster gate's read-only check).
+DISCOVERY_CALLS = (["pct", "list"], ["qm", "list"], ["corosync-quorumtool", "-s"], ["ha-manager", "status"])
+
+
+def calls(root, discovery=True):
+    """The stand-in calls logged in the tree ([[tool, arg...], ...]); ``discovery`` False leaves out the reads of the
+    reboot wave plan's discovery (DISCOVERY_CALLS)."""
     path = os.path.join(root, ".pvetune", "calls.log")
     if not os.path.exists(path):
         return []
     with open(path) as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+        logged = [json.loads(line) for line in handle if line.strip()]
+    return logged if discovery else [c for c in logged if c not in DISCOVERY_CALLS]
 
 
 def read(root, rel):
@@ -149,7 +155,8 @@ class PlaybookRun:
 
     def host_events(self, host):
         """The host's events in the plays that act on hosts (not the run check, which only validates arguments
-        and runs on the controller, nor the sorting play, which only groups the hosts there)."""
+        and runs on the controller, nor the sorting play, which groups the hosts and reads them for the reboot wave
+        plan, changing nothing)."""
         return [ev for ev in self.events if (ev.get("event_data") or {}).get("host") == host
                 and (ev.get("event_data") or {}).get("play") not in (RUN_CHECK_PLAY, SORT_PLAY)]
 

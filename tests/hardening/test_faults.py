@@ -146,7 +146,7 @@ def _assert_rollout_stopped(run, roots, untouched, report_dir, run_id, task_word
     for host in ("pve-second", "pve-third"):
         assert run.host_events(host) == [], "%s saw tasks after the first host failed" % host
         assert lib.digest(roots[host]) == untouched[host], host
-        assert lib.calls(roots[host]) == [], host
+        assert lib.calls(roots[host], discovery=False) == [], host   # the wave plan's discovery only read them
     stats = run.stats()
     # (the run check's first play validates its arguments on every host: "ok" results, no change, no failure)
     assert all(host not in stats.get(k, {}) for k in ("changed", "failures")

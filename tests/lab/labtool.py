@@ -85,7 +85,8 @@ def stats(name):
         print(host, *[(st.get(k) or {}).get(host, 0) for k in ("ok", "changed", "failures", "dark", "rescued")])
 
 
-# fix.yml's sorting play: without pvetune_batch it only puts each host into a group, on the controller.
+# fix.yml's sorting play: it puts each host into a group and (pvetune_reboot_ok) reads each host for the reboot wave
+# plan (the audit in check mode, the cluster gate's check); it changes nothing.
 SORT_PLAY = "Sort the hosts into the batch play and the rolling play"
 
 

@@ -81,15 +81,20 @@ def main():
     args = {"clusters": int(env("BENCH_WAVES_CLUSTERS", "6")), "nodes": int(env("BENCH_WAVES_NODES", "4")),
             "solo": int(env("BENCH_WAVES_SOLO", "4")), "r": int(env("BENCH_WAVES_R", "60"))}
     caps = [int(c) for c in env("BENCH_WAVES_CAPS", "4 8").split()]
-    variants = ([None] if env("BENCH_WAVES_SERIAL", "1") == "1" else []) + caps
+    # The waves first: the one-at-a-time run is the longest (N * (R + overhead)); the results are written after each.
+    variants = caps + ([None] if env("BENCH_WAVES_SERIAL", "1") == "1" else [])
     work = tempfile.mkdtemp(prefix="pvetune-bench-waves-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
     results = []
     try:
         for cap in variants:
             results.append(one_run(work, args, cap))
             print("bench: %s" % json.dumps(results[-1]), flush=True)
+            write(args, results)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def write(args, results):
     hosts = args["clusters"] * args["nodes"] + args["solo"]
     doc = dict(args, hosts=hosts, cores=os.cpu_count(), loadavg_after=os.getloadavg()[0],
                date=time.strftime("%Y-%m-%d"), results=results)
@@ -106,7 +111,7 @@ def main():
                      ", %s, %d cores\n\n1-minute load average after the runs: %.1f.\n\n"
                      % (args["clusters"], args["nodes"], args["solo"], args["r"], doc["date"], doc["cores"],
                         doc["loadavg_after"]) + "\n".join(rows) + "\n")
-    print("\n".join(rows))
+    return rows
 
 
 if __name__ == "__main__":

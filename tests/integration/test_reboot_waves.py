@@ -5,7 +5,7 @@ command-line fix needing a reboot.
 Cases: the 20%-batch trap (pvetune_serial "20%" took whole clusters at once) now rolls by cluster, and --check
 prints the plan and changes nothing; a stop file that appears mid-run (written by the gate command before the second
 wave, as an operator would) stops cleanly before the third wave with the rest pending; a closed maintenance window
-stops before the first wave and touches nothing.
+and a pause file that stays past pvetune_pause_timeout each stop before the first wave and touch nothing.
 """
 import json
 import os
@@ -129,4 +129,18 @@ def test_a_closed_window_stops_before_the_first_wave(tmp_path, fleet):
     said = run.results(task_name="Between waves - say so")[0]["res"]["msg"]
     assert said.startswith("Rollout stopped before wave 1 of 4: outside every reboot window"), said
     assert report(tmp_path, "window", "stopped.json")["pending"] == [h for wave in WAVES for h in wave]
+    assert rolling_hosts(run) == []
+
+
+def test_a_pause_file_that_stays_stops_before_the_first_wave(tmp_path, fleet):
+    """The pause file holds the rollout before each wave; one still there after pvetune_pause_timeout stops it
+    cleanly instead (one 10 s look here), with every host pending."""
+    (tmp_path / "control").mkdir()
+    (tmp_path / "control" / "fix.pause").write_text("")
+    run = play(tmp_path, fleet, "pause", pvetune_wave_control_dir=str(tmp_path / "control"), pvetune_pause_timeout=1)
+    assert run.rc == 0, run.stdout[-3000:]
+    said = run.results(task_name="Between waves - say so")[0]["res"]["msg"]
+    assert said.startswith("Rollout stopped before wave 1 of 4: the pause file %s/control/fix.pause was there for "
+                           "10 s (pvetune_pause_timeout)" % tmp_path), said
+    assert report(tmp_path, "pause", "stopped.json")["pending"] == [h for wave in WAVES for h in wave]
     assert rolling_hosts(run) == []

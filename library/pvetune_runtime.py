@@ -32,14 +32,15 @@ options:
     description: Which boot-time re-applications to install.
     type: list
     elements: str
-    choices: [cpufreq, pcie-mrrs, lxc-gpu]
+    choices: [cpufreq, pcie-mrrs, lxc-gpu, gpu-power]
     required: true
   configs:
     description:
       - Settings per subcommand, written as C(/etc/pvetune/<subcommand>.json).
       - C(cpufreq) takes C(amd_pstate_mode), C(governor), C(epp); C(pcie-mrrs) takes C(mrrs), C(vendor),
         C(class_prefix), C(bdfs), C(acs_ports) (the switch ports whose ACS redirect bits it clears);
-        C(lxc-gpu) takes C(ctids), C(cgroup_version), C(wait_seconds).
+        C(lxc-gpu) takes C(ctids), C(cgroup_version), C(wait_seconds); C(gpu-power) takes C(power_limit)
+        (C(default) or watts).
       - Each is validated the way the boot helper will read it.
     type: dict
     required: true

@@ -73,20 +73,29 @@ def gpu_information(bdf, idx, driver=HOST_DRIVER):
     return GPU_INFORMATION.format(bdf=bdf, idx=idx, irq=164 + idx * 2, driver=driver)
 
 
-def write_ct_runtime(t, ctid, pid, files, driver):
+def write_ct_runtime(t, ctid, pid, files, driver, cuda=None):
     """A running CT: its cgroup, its init's /proc entries and the library names in its root."""
     base = "/sys/fs/cgroup/lxc/%d" % ctid
     for name, value in sorted(files.items()):
         t.write("%s/%s" % (base, name), value + "\n")
     t.write(base + "/ns/init.scope/cgroup.procs", "%d\n" % pid)
     t.write("/proc/%d/status" % pid, STATUS.format(name="systemd", pid=pid, ppid=pid - 3))
-    write_libs(t, "/proc/%d/root" % pid, driver)
+    write_libs(t, "/proc/%d/root" % pid, driver, cuda)
 
 
-def write_libs(t, root, driver):
+# CUDA releases -> (libcudart.so version, libcublas.so version) as the toolkit's lib64 names them.
+CUDA_LIBS = {"12.8": ("12.8.90", "12.8.4.1"), "12.4": ("12.4.127", "12.4.5.8")}
+CUDA_DIR = "/usr/local/cuda/lib64"
+
+
+def write_libs(t, root, driver, cuda=None):
     for lib in ("libcuda.so", "libnvidia-ml.so"):
         t.write("%s%s/%s.%s" % (root, LIB_DIR, lib, driver), "")
         t.link("%s%s/%s.1" % (root, LIB_DIR, lib), "%s.%s" % (lib, driver))
+    if cuda:
+        cudart, cublas = CUDA_LIBS[cuda]
+        t.write("%s%s/libcudart.so.%s" % (root, CUDA_DIR, cudart), "")
+        t.write("%s%s/libcublas.so.%s" % (root, CUDA_DIR, cublas), "")
 
 
 # Per host: the CT 101 limits (the case's on pve-gpu01) and its effective cgroup, and extra GPU CTs.
@@ -122,10 +131,11 @@ def write_host_cts(t, host, spec, gpu_bdfs):
     t.write("/etc/pve/storage.cfg", STORAGE_CFG)
     for idx, bdf in enumerate(gpu_bdfs):
         t.write("/proc/driver/nvidia/gpus/%s/information" % bdf, gpu_information(bdf, idx))
-    write_ct_runtime(t, 101, CT101_PID, CT101.get(host, CT101["pve-gpu02"])["cgroup"], HOST_DRIVER)
+    write_ct_runtime(t, 101, CT101_PID, CT101.get(host, CT101["pve-gpu02"])["cgroup"], HOST_DRIVER,
+                     spec.get("ct_cuda", "12.8"))
     if host == "pve-gpu02":
         # CT 103 (devN, GPU 7) is stopped: its libraries are read in its ZFS subvolume.
-        write_libs(t, "/rpool/data/subvol-103-disk-0", HOST_DRIVER)
+        write_libs(t, "/rpool/data/subvol-103-disk-0", HOST_DRIVER, "12.8")
     if host == "pve-gpu04":
         # CT 104 uses GPUs 0-3 (node 0) but its cpuset pins it to node 1; CT 105 still runs the user-space driver
         # of the release before the host's.

@@ -120,7 +120,8 @@ HOSTS = {
         "expect": {"cpu.scaling_driver": "fail", "cpu.epp": "skip", "cpu.cstates": "fail",
                    "kernel.numa_balancing": "fail", "pcie.mrrs": "fail", "pcie.link": "warn", "pcie.acs": "skip",
                    "pcie.sriov": "skip", "kernel.version": "fail", "boot.cmdline": "fail", "lxc.gpu_devices": "fail",
-                   "iommu.mode": "fail", "lxc.resources": "fail", "kernel.known_issues": "fail"},
+                   "iommu.mode": "fail", "lxc.resources": "fail", "kernel.known_issues": "fail",
+                   "nvidia.uvm_hmm": "warn", "nvidia.compute_capability": "fail"},
         "state": "before",
         "cpu": "epyc",
         "kernel": "6.8.12-4-pve",
@@ -145,6 +146,9 @@ HOSTS = {
         "iommu": "DMA-FQ",
         "persistence": True,
         "pin": None,
+        # nvidia_uvm runs HMM on a branch with known HMM failures; CT 101 ships CUDA 12.4, which predates sm_120.
+        "hmm": "N",
+        "ct_cuda": "12.4",
     },
     "pve-gpu02": {
         "expect": {"pcie.acs": "skip", "pcie.sriov": "skip"},
@@ -172,7 +176,8 @@ HOSTS = {
     "pve-gpu03": {
         "expect": {"cpu.scaling_driver": "pending", "cpu.epp": "skip", "cpu.cstates": "pending", "pcie.acs": "skip",
                    "pcie.sriov": "skip", "kernel.version": "pending", "boot.cmdline": "pending",
-                   "iommu.mode": "pending", "kernel.known_issues": "pending"},
+                   "iommu.mode": "pending", "kernel.known_issues": "pending", "nvidia.uvm_hmm": "pending",
+                   "gpu.clocks": "fail"},
         "state": "half",
         "cpu": "epyc",
         "kernel": "6.8.12-4-pve",
@@ -194,10 +199,14 @@ HOSTS = {
         "iommu": "DMA-FQ",
         "persistence": True,
         "pin": "6.14.8-2-pve",
+        # uvm_disable_hmm=1 is configured, nvidia_uvm not reloaded since; GPU 3 keeps a benchmark's nvidia-smi -ac.
+        "hmm": "N",
+        "hmm_conf": True,
+        "app_clocks": {3: (1410, 14001)},
     },
     "pve-gpu04": {
         "expect": {"pcie.acs": "fail", "pcie.bar1": "warn", "pcie.sriov": "skip", "boot.cmdline": "fail",
-                   "iommu.mode": "fail", "lxc.resources": "fail", "nvidia.stack": "fail"},
+                   "iommu.mode": "fail", "lxc.resources": "fail", "nvidia.stack": "fail", "gpu.health": "fail"},
         "state": "pcie",
         "cpu": "epyc",
         "kernel": "6.14.8-2-pve",
@@ -225,10 +234,15 @@ HOSTS = {
         "small_bar1": {5: 256 << 20},
         "persistence": True,
         "pin": None,
+        # GPU 6 fell off the bus once this boot; its switch port logged completion timeouts, its link replays.
+        "xid": {6: [("08:14:03", 79, "pid=48213, name=python3, GPU has fallen off the bus.")]},
+        "aer": {(6, "dsp"): {"nonfatal": {"CmpltTO": 3}, "correctable": {"BadTLP": 41, "RxErr": 12}},
+                (6, "gpu"): {"correctable": {"BadDLLP": 7}}},
     },
     "pve-gpu05": {
         "expect": {"cpu.governor": "fail", "cpu.epp": "fail", "cpu.cstates": "fail", "pcie.acs": "skip",
-                   "pcie.sriov": "skip", "boot.cmdline": "fail"},
+                   "pcie.sriov": "skip", "boot.cmdline": "fail", "gpu.power_limit": "fail",
+                   "nvidia.persistence": "warn"},
         "state": "intel",
         "cpu": "xeon",
         "kernel": "6.14.8-2-pve",
@@ -249,6 +263,9 @@ HOSTS = {
         "iommu": "identity",
         "persistence": True,
         "pin": None,
+        # GPU 2 was capped to 300 W (a power test left it); persistence set with nvidia-smi -pm 1, no daemon.
+        "power_caps": {2: 300.0},
+        "persistenced": False,
     },
 }
 
@@ -399,11 +416,18 @@ def dev_listing(spec):
     return "\n".join(lines) + "\n"
 
 
+# The RTX PRO 6000 Blackwell Server Edition's applications clocks as the demo -q prints them (graphics, memory MHz).
+DEFAULT_APP_CLOCKS = (2430, 14001)
+
+
 def nvidia_smi_q(spec):
     gpus = []
     for idx, _node, path in pci_topology(spec):
         bus = path[-1][0][5:7]
         bar1 = gpu_bar1(spec, idx) >> 20
+        limit = spec.get("power_caps", {}).get(idx, 600.0)
+        app = spec.get("app_clocks", {}).get(idx, DEFAULT_APP_CLOCKS)
+        events = ("Idle", "Applications Clocks Setting") if app != DEFAULT_APP_CLOCKS else ("Idle",)
         gpus.append("\n".join([
             "GPU 00000000:%s:00.0" % bus.upper(),
             "    Product Name                          : NVIDIA RTX PRO 6000 Blackwell Server Edition",
@@ -411,7 +435,7 @@ def nvidia_smi_q(spec):
             "    Product Architecture                  : Blackwell",
             "    Display Mode                          : Requested functionality has been deprecated",
             "    Persistence Mode                      : %s" % ("Enabled" if spec["persistence"] else "Disabled"),
-            "    Addressing Mode                       : HMM",
+            "    Addressing Mode                       : %s" % ("None" if spec.get("hmm", "Y") == "Y" else "HMM"),
             "    Minor Number                          : %d" % idx,
             "    PCI",
             "        Bus                               : 0x%s" % bus,
@@ -419,6 +443,15 @@ def nvidia_smi_q(spec):
             "        Domain                            : 0x0000",
             "        Device Id                         : 0x2BB510DE",
             "        Bus Id                            : 00000000:%s:00.0" % bus.upper(),
+            "        Replays Since Reset               : 0",
+            "    Performance State                     : P8",
+            "    Clocks Event Reasons",
+        ] + ["        %-34s: %s" % (reason, "Active" if reason in events else "Not Active") for reason in (
+            "Idle", "Applications Clocks Setting", "SW Power Cap", "HW Slowdown")] + [
+            "            %-30s: %s" % (reason, "Active" if reason in events else "Not Active") for reason in (
+                "HW Thermal Slowdown", "HW Power Brake Slowdown")] + [
+            "        %-34s: %s" % (reason, "Active" if reason in events else "Not Active") for reason in (
+                "Sync Boost", "SW Thermal Slowdown", "Display Clock Setting")] + [
             "    FB Memory Usage",
             "        Total                             : 97887 MiB",
             "        Reserved                          : 599 MiB",
@@ -428,6 +461,19 @@ def nvidia_smi_q(spec):
             "        Total                             : %d MiB" % bar1,
             "        Used                              : 2 MiB",
             "        Free                              : %d MiB" % (bar1 - 2),
+            "    GPU Power Readings",
+            "        Power Draw                        : 34.61 W",
+            "        Current Power Limit               : %.2f W" % limit,
+            "        Requested Power Limit             : %.2f W" % limit,
+            "        Default Power Limit               : 600.00 W",
+            "        Min Power Limit                   : 150.00 W",
+            "        Max Power Limit                   : 600.00 W",
+            "    Applications Clocks",
+            "        Graphics                          : %d MHz" % app[0],
+            "        Memory                            : %d MHz" % app[1],
+            "    Default Applications Clocks",
+            "        Graphics                          : %d MHz" % DEFAULT_APP_CLOCKS[0],
+            "        Memory                            : %d MHz" % DEFAULT_APP_CLOCKS[1],
         ]))
     head = ["", "==============NVSMI LOG==============", "",
             "Timestamp                                 : Thu Nov 20 09:30:00 2026",
@@ -658,7 +704,40 @@ def write_pci_sysfs(t, spec):
                        os.path.relpath(ddir, "/sys/kernel/iommu_groups/%d/devices" % group))
                 t.write("/sys/kernel/iommu_groups/%d/type" % group, spec["iommu"] + "\n")
             t.link(ddir + "/driver", os.path.relpath("/sys/bus/pci/drivers/%s" % driver, ddir))
+            write_aer(t, ddir, spec.get("aer", {}).get((idx, kind), {}))
             t.link("/sys/bus/pci/devices/%s" % bdf, "../../..%s" % ddir[len("/sys"):])
+
+
+# The counters of aer_dev_* as a 6.x kernel lists them (drivers/pci/pcie/aer.c; the real set in
+# tests/fixtures/realdata/gpu_runtime/fwupd_aer_dev_umockdev_record.txt).
+AER_NAMES = {
+    "correctable": ("RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF"),
+    "fatal": ("Undefined", "DLP", "SDES", "TLP", "FCP", "CmpltTO", "CmpltAbrt", "UnxCmplt", "RxOF", "MalfTLP", "ECRC",
+              "UnsupReq", "ACSViol", "UncorrIntErr", "BlockedTLP", "AtomicOpBlocked", "TLPBlockedErr",
+              "PoisonTLPBlocked"),
+}
+AER_NAMES["nonfatal"] = AER_NAMES["fatal"]
+AER_TOTAL = {"correctable": "TOTAL_ERR_COR", "fatal": "TOTAL_ERR_FATAL", "nonfatal": "TOTAL_ERR_NONFATAL"}
+
+
+def write_aer(t, ddir, counts):
+    """aer_dev_{correctable,nonfatal,fatal} of one device, ``counts`` {kind: {name: n}} (zero elsewhere)."""
+    for kind, names in AER_NAMES.items():
+        own = counts.get(kind, {})
+        lines = ["%s %d" % (name, own.get(name, 0)) for name in names]
+        t.write("%s/aer_dev_%s" % (ddir, kind), "\n".join(lines + ["%s %d" % (AER_TOTAL[kind], sum(own.values()))])
+                + "\n")
+
+
+def kernel_xid(spec):
+    """The snapshot's kernel-xid.txt: what journalctl -k --grep 'NVRM: Xid|fallen off the bus' prints."""
+    lines = []
+    for idx, _node, path in pci_topology(spec):
+        bus = path[-1][0][:-2]
+        for stamp, code, detail in spec.get("xid", {}).get(idx, ()):
+            lines.append("2026-11-20T%s+0000 %s kernel: NVRM: Xid (PCI:%s): %d, %s" % (
+                stamp, spec.get("hostname", "pve"), bus, code, detail))
+    return "".join(line + "\n" for line in lines)
 
 
 def write_iommu(t, spec):
@@ -850,6 +929,11 @@ FIXED_CONFIGS = {
   "vendor": "0x10de"
 }
 """,
+    "/etc/pvetune/gpu-power.json": """\
+{
+  "power_limit": "default"
+}
+""",
     "/etc/pvetune/lxc-gpu.json": """\
 {
   "cgroup_version": "auto",
@@ -902,6 +986,26 @@ Before=pve-guests.service
 Type=oneshot
 RemainAfterExit=yes
 ExecStart=/usr/local/sbin/pvetune-boot pcie-mrrs
+
+[Install]
+WantedBy=multi-user.target
+""",
+    "pvetune-gpu-power.service": """\
+# Managed by pvetune (fix.yml); rollback.yml removes this unit.
+# Sets each GPU below its target power limit (/etc/pvetune/gpu-power.json: default or watts) to it
+# with nvidia-smi -pl at boot: a power limit does not survive a reboot or a driver reload. It runs
+# after nvidia-persistenced (which keeps the GPUs initialised, so the limit stays), before any guest
+# starts.
+[Unit]
+Description=pvetune: power limits of the NVIDIA GPUs
+Documentation=man:nvidia-smi(1)
+After=systemd-modules-load.service nvidia-persistenced.service
+Before=pve-guests.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/pvetune-boot gpu-power
 
 [Install]
 WantedBy=multi-user.target
@@ -1005,6 +1109,7 @@ def write_host(t, host, spec):
         "state": spec["state"]}, indent=2, sort_keys=True) + "\n")
     t.write("/.pvetune/dev_nvidia.ls", dev_listing(spec))
     t.write("/.pvetune/nvidia-smi-q.txt", nvidia_smi_q(spec))
+    t.write("/.pvetune/kernel-xid.txt", kernel_xid(dict(spec, hostname=host)))
     t.write("/etc/hostname", host + "\n")
     t.write("/proc/sys/kernel/hostname", host + "\n")
     t.write("/proc/sys/kernel/osrelease", spec["kernel"] + "\n")
@@ -1023,6 +1128,13 @@ def write_host(t, host, spec):
     t.write("/sys/module/nvidia/version", "580.95.05\n")
     t.write("/sys/module/nvidia/initstate", "live\n")
     t.write("/sys/module/nvidia_uvm/initstate", "live\n")
+    t.write("/sys/module/nvidia_uvm/parameters/uvm_disable_hmm", spec.get("hmm", "Y") + "\n")
+    if spec.get("hmm_conf", spec.get("hmm", "Y") == "Y"):
+        t.write("/etc/modprobe.d/nvidia-uvm-hmm.conf", "# HMM off: cuInit failures with HMM on this driver branch\n"
+                "options nvidia_uvm uvm_disable_hmm=1\n")
+    if spec.get("persistenced", True):
+        t.write("/run/nvidia-persistenced/nvidia-persistenced.pid", "2187\n")
+        t.write("/proc/2187/comm", "nvidia-persiste\n")
     for ver in spec["installed"]:
         t.write("/boot/vmlinuz-%s" % ver, "")
         t.write("/boot/initrd.img-%s" % ver, "")

@@ -46,7 +46,8 @@ from ansible.module_utils.pvetune.core.catalogue import (  # noqa: E402
     fix_needs_reboot,
     policy_context,
 )
-from ansible.module_utils.pvetune.tables import kernel_issues, nvidia_generations  # noqa: E402
+from ansible.module_utils.pvetune.tables import (  # noqa: E402
+    cuda_targets, kernel_issues, nvidia_generations, nvidia_hmm, nvidia_xid)
 from ansible.module_utils.pvetune.core.policy import DEFAULT_POLICY, POLICY_KEYS, merge_policy  # noqa: E402
 from ansible.module_utils.pvetune.core.cpuprofile import for_host  # noqa: E402
 from ansible.module_utils.pvetune.core.fsroot import FsRoot  # noqa: E402
@@ -263,6 +264,33 @@ def _tables():
             row["id"], cpu_text, gpu, affected, row["fixed_in"] or "-", row["status"],
             _cell(row["problem"] + (" (worked around by %s)" % ", ".join(row["mitigated_by"])
                                     if row.get("mitigated_by") else "")), _cell(row["source"])))
+    return out + _gpu_tables()
+
+
+def _gpu_tables():
+    """The tables of nvidia.uvm_hmm, nvidia.compute_capability and gpu.health."""
+    out = ["", "**nvidia-uvm HMM issues** (`nvidia.uvm_hmm`)", "",
+           "module_utils/pvetune/tables/nvidia_hmm.py. HMM is on by default from the r535 open kernel modules on "
+           "x86_64 (%s); with policy `nvidia_uvm_hmm: auto` a branch below wants it off." % nvidia_hmm.DEFAULT_ON, "",
+           "| driver branches | problem | sources |", "|---|---|---|"]
+    for row in nvidia_hmm.HMM_ISSUES:
+        out.append("| %s | %s | %s |" % ("/".join(str(b) for b in row["branches"]), _cell(row["problem"]),
+                                        _cell(row["source"])))
+    out += ["", "**Compute capability and the first CUDA release that targets it** (`nvidia.compute_capability`)", "",
+            "module_utils/pvetune/tables/cuda_targets.py. The capability comes from the chip in the GPU's pci.ids "
+            "name (%s), else from its device id; a CT's CUDA release from the names of libcudart.so.<ver> and "
+            "libcublas.so.<ver> in its library directories and /usr/local/cuda/lib64." % cuda_targets.CC_SOURCE, "",
+            "| compute capability | chips | first CUDA | source |", "|---|---|---|---|"]
+    for cc, (first, source) in sorted(cuda_targets.FIRST_CUDA.items(), key=lambda kv: cuda_targets.version_tuple(
+            kv[0]), reverse=True):
+        chips = ", ".join(p.replace("[0-9]", "x").replace("[1-9]", "x").replace("[01]", "x")
+                          for p, c in cuda_targets.CHIPS if c == cc)
+        out.append("| %s (sm_%s) | %s | %s | %s |" % (cc, cc.replace(".", ""), chips, first, _cell(source)))
+    out += ["", "**Xid codes** (`gpu.health`)", "",
+            "module_utils/pvetune/tables/nvidia_xid.py (%s). Any other code warns with its number." % nvidia_xid.SOURCE,
+            "", "| Xid | grade | meaning |", "|---|---|---|"]
+    for code, (grade, meaning) in sorted(nvidia_xid.XID.items()):
+        out.append("| %d | %s | %s |" % (code, grade, _cell(meaning)))
     return out
 
 

@@ -20,6 +20,7 @@ import traceback
 from ansible.module_utils.pvetune.concerns.bootargs import checks as bootargs
 from ansible.module_utils.pvetune.concerns.cpufreq import checks as cpufreq
 from ansible.module_utils.pvetune.concerns.cstates import checks as cstates
+from ansible.module_utils.pvetune.concerns.gpu import checks as gpu
 from ansible.module_utils.pvetune.concerns.host import checks as host
 from ansible.module_utils.pvetune.concerns.iommu import checks as iommu
 from ansible.module_utils.pvetune.concerns.kernel import checks as kernel
@@ -38,7 +39,7 @@ from ansible.module_utils.pvetune.core.runner import Runner
 from ansible.module_utils.pvetune.core.scope import run_scope
 
 # Gather order. The catalogue's "concern" of each check names one of these (held together by a test).
-CONCERNS = (host, cpufreq, cstates, bootargs, numa, pcie, kernel, nvidia, nvidia_stack, lxcgpu, lxcres, iommu)
+CONCERNS = (host, cpufreq, cstates, bootargs, numa, pcie, kernel, nvidia, nvidia_stack, lxcgpu, lxcres, iommu, gpu)
 BY_NAME = {c.__name__.split(".")[-2]: c for c in CONCERNS}  # concerns/<name>/checks.py
 
 

@@ -33,7 +33,9 @@ import time
 from ansible.module_utils.pvetune.core.filewrite import atomic_write, makedirs
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot, walk_in_root
 from ansible.module_utils.pvetune.core.runner import Runner
+from ansible.module_utils.pvetune.concerns.gpu import checks as gpu
 from ansible.module_utils.pvetune.concerns.lxcres import checks as lxcres
+from ansible.module_utils.pvetune.concerns.nvidia import checks as nvidia
 from ansible.module_utils.pvetune.formats import dev_nodes, pci_ids
 
 SNAPSHOT_FORMAT = 1
@@ -278,7 +280,8 @@ def collect(fsroot_root, runner_factory, hostname=None, now=None):
         else:
             packer.add_file("/.pvetune/dev_nvidia.ls")
     commands = {}
-    for name, args, dest in (("nvidia-smi", ["-q"], "/.pvetune/nvidia-smi-q.txt"),
+    for name, args, dest in (("nvidia-smi", nvidia.SMI_ARGS, nvidia.SMI_SNAPSHOT),
+                             (gpu.XID_COMMAND[0], gpu.XID_COMMAND[1], gpu.XID_SNAPSHOT),
                              ("proxmox-boot-tool", ["status"], "/.pvetune/proxmox-boot-tool-status.txt")):
         if not rec.live:
             packer.add_file(dest)
@@ -289,8 +292,8 @@ def collect(fsroot_root, runner_factory, hostname=None, now=None):
             continue
         rc, out, err = runner.run(name, args)
         commands[name] = "exit %d" % rc
-        if rc == 0:
-            packer.add_generated(dest, out)
+        if rc == 0 or (dest == gpu.XID_SNAPSHOT and rc == 1 and not (out + err).strip()):
+            packer.add_generated(dest, out)       # journalctl --grep exits 1 when no line matches
     now = now if now is not None else time.time()
     host = hostname or (facts.get("host") or {}).get("hostname") or "unknown"
     info = {

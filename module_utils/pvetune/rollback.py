@@ -28,6 +28,7 @@ import shutil
 from ansible.module_utils.pvetune.boot import units as bootunits
 from ansible.module_utils.pvetune.concerns.bootargs import fix as bootargs_fix
 from ansible.module_utils.pvetune.concerns.kernel import checks as kernel
+from ansible.module_utils.pvetune.concerns.gpu import fix as gpu_fix
 from ansible.module_utils.pvetune.concerns.pcie import acs_fix as pcie_acs_fix
 from ansible.module_utils.pvetune.concerns.pcie import fix as pcie_fix
 from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet, WriteFailed, sha256
@@ -36,7 +37,7 @@ from ansible.module_utils.pvetune.core.runner import RunFailed, Runner, run_or_r
 
 BOOT_FILES_PREFIXES = ("/etc/default/grub", "/etc/kernel/cmdline", "/etc/kernel/proxmox-boot-pin",
                        "/etc/kernel/next-boot-pin")
-RUNTIME_ORDER = (("amd_pstate:", "intel_pstate:"), "cpufreq:", "sysctl:", "pcie:")
+RUNTIME_ORDER = (("amd_pstate:", "intel_pstate:"), "cpufreq:", "sysctl:", "pcie:", "gpu:")
 
 
 class RollbackError(Exception):
@@ -174,6 +175,9 @@ def restore_runtime(fsroot, runner, manifest, keys, check_mode):
             bdf, register = key.split(":", 1)[1].rsplit(":", 1)
             restore = pcie_acs_fix.restore if register == "acsctl" else pcie_fix.restore_devctl
             rec = restore(fsroot, runner, bdf, entry.get("original"), check_mode)
+        elif key.startswith("gpu:"):
+            bdf = key.split(":", 1)[1].rsplit(":", 1)[0]
+            rec = gpu_fix.restore_power(fsroot, runner, bdf, entry.get("original"), check_mode)
         else:
             rec = restore_value(fsroot, key, entry, check_mode)
         rec.setdefault("key", key)

@@ -16,7 +16,7 @@ from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import merge_policy
 from ansible.module_utils.pvetune.core.runner import Runner
 from ansible.module_utils.pvetune.formats import cgroup_files as cg
-from ansible.module_utils.pvetune.formats import nvidia_smi_health, pve_storage
+from ansible.module_utils.pvetune.formats import pve_storage
 from ansible.module_utils.pvetune.tables import kernel_issues, nvidia_generations
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -386,17 +386,6 @@ def test_generation_from_the_pci_ids_name_else_the_device_id():
     assert nvidia_generations.generation_of(0x2684, None) == "ada"
     assert nvidia_generations.generation_of(0x1B06, "GP102 [GeForce GTX 1080 Ti]") == "pascal"
     assert nvidia_generations.generation_of(0x0001, None) is None
-
-
-def test_smi_health_evidence_from_real_captures():
-    a100 = nvidia_smi_health.parse_health(real("nvidia_smi", "thamada_A100SXMx4_smi_nvidia-smi-q.txt"))
-    assert a100["00000000:9e:00.0"]["remap_pending"] and not a100["00000000:68:00.0"]["remap_pending"]
-    a40 = nvidia_smi_health.health_lines(nvidia_smi_health.parse_health(real("nvidia_smi",
-                                                                             "thamada_A40x10_smi_nvidia-smi-q.txt")))
-    assert any("clocks held down by SW Power Cap" in line for line in a40)
-    h100 = nvidia_smi_health.health_lines(nvidia_smi_health.parse_health(real("nvidia_smi",
-                                                                              "thamada_H100SXMx8_smi_nvidia-smi-q.txt")))
-    assert h100 == ["nvidia-smi -q: no throttling, uncorrectable ECC errors, retired pages or remapped rows on 8 GPUs"]
 
 
 # -- kernel.known_issues ------------------------------------------------------------------------------------------

@@ -127,7 +127,7 @@ POLICY_DEFAULTS = {  # key: (default as the table shows it, the checks it is use
     "lxc_numa_pin": ("false", "`lxc.resources`"),
     "max_cstate": ("1", "`cpu.cstates`"),
     "numa_balancing": ("0", "`kernel.numa_balancing`"),
-    "nvidia_persistence": ("true", "`nvidia.driver`"),
+    "nvidia_persistence": ("true", "`nvidia.persistence`"),
     "pcie_class_prefix": ('"0x03"', "`pcie.mrrs`, `pcie.link`, `nvidia.driver`"),
     "pcie_mrrs": ("4096", "`pcie.mrrs`"),
     "pcie_vendor": ('"0x10de"', "`pcie.mrrs`, `pcie.link`, `nvidia.driver`"),

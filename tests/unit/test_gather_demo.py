@@ -61,7 +61,7 @@ def test_gpu01_fails_the_reference_checks(demo_results):
     fails = sorted(cid for cid, r in res.items() if r["status"] == "fail")
     assert fails == sorted(["cpu.scaling_driver", "cpu.cstates", "kernel.numa_balancing", "pcie.mrrs",
                             "kernel.version", "boot.cmdline", "lxc.gpu_devices", "iommu.mode", "lxc.resources",
-                            "kernel.known_issues"])
+                            "kernel.known_issues", "nvidia.compute_capability"])
     assert res["cpu.scaling_driver"]["current"].startswith("acpi-cpufreq (128 policies)")
     assert "C2 (400us)" in res["cpu.cstates"]["message"]
     assert res["kernel.numa_balancing"]["current"] == "runtime 1, persisted no"
@@ -330,7 +330,9 @@ def test_garbage_proc_devices(copy_host, demo_results, content):
     # the CT runtime reader builds on the CT configs the LXC reader could not give it
     assert res["lxc.resources"]["status"] == "error" and "NVIDIA device state unavailable" in res["lxc.resources"][
         "message"]
-    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices", "lxc.resources"})
+    assert res["nvidia.compute_capability"]["status"] == "error"
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices", "lxc.resources",
+                                                                "nvidia.compute_capability"})
 
 
 def test_missing_proc_devices(copy_host, demo_results):
@@ -342,8 +344,12 @@ def test_missing_proc_devices(copy_host, demo_results):
     assert res["lxc.gpu_devices"]["status"] == "error"
     assert "/proc/devices" in res["lxc.gpu_devices"]["message"]
     assert res["lxc.resources"]["status"] == "error" and res["nvidia.stack"]["status"] == "error"
+    # everything that reads the NVIDIA state, nvidia-smi's answers included, says the section could not be read
+    nvidia_state = {"nvidia.persistence", "nvidia.uvm_hmm", "gpu.power_limit", "gpu.clocks",
+                    "nvidia.compute_capability"}
+    assert {res[c]["status"] for c in nvidia_state} == {"error"}
     assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices", "nvidia.driver",
-                                                                "lxc.resources", "nvidia.stack"})
+                                                                "lxc.resources", "nvidia.stack"} | nvidia_state)
 
 
 def test_ct_config_that_cannot_be_read_as_a_file(copy_host, demo_results):

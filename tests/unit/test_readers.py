@@ -566,11 +566,11 @@ def test_parse_nvidia_smi_csv():
 
 
 def test_parse_nvidia_smi_csv_with_the_index():
-    """What gather runs live now: --query-gpu=pci.bus_id,persistence_mode,driver_version,index (the stand-in and
-    nvidia-smi print the fields in the order asked)."""
+    """--query-gpu=pci.bus_id,persistence_mode,driver_version,index (the stand-in and nvidia-smi print the fields in
+    the order asked); gather runs -q live, the text a snapshot carries too."""
     out = nvidia.parse_nvidia_smi("00000000:21:00.0, Enabled, 580.95.05, 1\n00000000:01:00.0, Enabled, 580.95.05, 0\n")
     assert [(g["bus_id"], g["index"]) for g in out["gpus"]] == [("00000000:21:00.0", 1), ("00000000:01:00.0", 0)]
-    assert nvidia.SMI_QUERY[0] == "--query-gpu=pci.bus_id,persistence_mode,driver_version,index"
+    assert nvidia.SMI_ARGS == ["-q"]
 
 
 def test_parse_nvidia_smi_csv_two_columns_and_upper_case():
@@ -597,11 +597,12 @@ def test_real_nvidia_smi_through_the_driver_check(name, status):
     smi = nvidia.parse_nvidia_smi(realdata("nvidia_smi", name))
     facts = {"pci": {"functions": [{"bdf": "0000:01:00.0", "is_gpu": True, "driver": "nvidia"}]},
              "nvidia": {"version": {"version": smi["driver"], "open": False}, "smi": smi, "evidence": []}}
-    res = nvidia.check_nvidia_driver(facts, merge_policy(None))
+    facts["nvidia"]["persistenced"] = {"pid": 2187, "running": True}
+    res = nvidia.check_persistence(facts, merge_policy(None))
     assert res["status"] == status
     assert len(res["items"]) == len(smi["gpus"])
     if status == "fail":
-        assert "persistence mode off on %d GPUs" % len(smi["gpus"]) == res["message"]
+        assert res["message"].startswith("persistence mode off on %d GPUs" % len(smi["gpus"]))
 
 
 # == IOMMU ==================================================================================================

@@ -46,10 +46,11 @@ def test_the_demo_summary(tmp_path):
                     and r["fix_command"]}
         shown = [x for x in lines if x.startswith("  - fix ") and "-l %s " % name in x]
         assert sorted(re.search(r": `(.*)`$", x).group(1) for x in shown) == sorted(commands)
-    assert "  - not fixed by pvetune (see audit.html): `lxc.resources`, `nvidia.stack`" in lines  # pve-gpu04
+    assert "  - not fixed by pvetune (see audit.html): `lxc.resources`, `nvidia.stack`, `gpu.health`" in lines  # 04
     assert lines[lines.index("## Could not be audited") + 2] == "- **down**: unreachable (ssh: timed out)"
     since = lines[lines.index("## Since the last audit") + 2:]
-    assert since[0].startswith("- **pve-gpu02** (since 20261101T000000Z): no longer pending: `cpu.scaling_driver`")
+    assert since[0].startswith("- **pve-gpu02** (since 20261101T000000Z): fixed: `gpu.clocks`; no longer pending: "
+                               "`cpu.scaling_driver`")
     assert since[1:] == ["- first audit: pve-gpu04", "- unchanged: 1 host"]
     assert len(text) < 6000
 
@@ -98,4 +99,4 @@ def test_a_large_failing_fleet_stays_short():
     rest = failing[report_markdown.MAX_HOSTS:]
     assert "- ... and %d more: %s (+%d more)" % (len(rest), ", ".join(rest[:30]), len(rest) - 30) in text
     assert text.count("Reboot required: ") == 1 and "(+" in text.split("Reboot required: ")[1].splitlines()[0]
-    assert len(text) < 16000  # 14.4 KB: ten hosts in full (their fix commands the most of it), then names
+    assert len(text) < 17500  # 16.3 KB: ten hosts in full (their fix commands the most of it), then names

@@ -51,7 +51,7 @@ def test_failing_and_unaudited_hosts_are_apart(tmp_path, schema):
     assert "pve-gpu02" not in out["host_messages"]
     assert out["hosts_failing"] == {"pve-gpu01": ["cpu.scaling_driver", "cpu.cstates", "kernel.numa_balancing",
                                                   "pcie.mrrs", "boot.cmdline", "lxc.gpu_devices", "lxc.resources",
-                                                  "kernel.known_issues"]}
+                                                  "kernel.known_issues", "nvidia.compute_capability"]}
     assert out["unaudited_hosts"] == ["broken", "down", "never-ran"]
     assert out["unaudited"] == {"down": "unreachable (%s)" % SSH, "broken": FAILED["msg"],
                                 "never-ran": "the audit did not run on this host"}

@@ -7,6 +7,7 @@
   pvetune-boot [--root DIR] pcie-mrrs   PCIe MaxReadReq of the NVIDIA functions and the ACS redirect bits of
                                         the switch ports between them (/etc/pvetune/pcie-mrrs.json)
   pvetune-boot [--root DIR] lxc-gpu     NVIDIA allow lines of the GPU CTs (/etc/pvetune/lxc-gpu.json)
+  pvetune-boot [--root DIR] gpu-power   the GPUs' power limits (/etc/pvetune/gpu-power.json)
 
 Each subcommand is the same code the Ansible modules run (module_utils/pvetune,
 installed under /usr/local/lib/pvetune).  Exit status: 0 done, 1 failed,
@@ -23,6 +24,7 @@ import subprocess
 import sys
 
 from ansible.module_utils.pvetune.concerns.cpufreq import fix as cpufreq_fix
+from ansible.module_utils.pvetune.concerns.gpu import fix as gpu_fix
 from ansible.module_utils.pvetune.concerns.lxcgpu import boot as lxcgpu_boot
 from ansible.module_utils.pvetune.concerns.pcie import acs_fix as pcie_acs_fix
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
@@ -33,6 +35,7 @@ SUBCOMMANDS = {
     "cpufreq": cpufreq_fix.boot_apply,
     "pcie-mrrs": pcie_acs_fix.boot_apply_pcie,
     "lxc-gpu": lxcgpu_boot.boot_apply,
+    "gpu-power": gpu_fix.boot_apply,
 }
 
 

@@ -11,6 +11,7 @@ __metaclass__ = type
 
 from ansible.module_utils.pvetune.boot import units as bootunits
 from ansible.module_utils.pvetune.concerns.cpufreq import fix as cpufreq_fix
+from ansible.module_utils.pvetune.concerns.gpu import fix as gpu_fix
 from ansible.module_utils.pvetune.concerns.lxcgpu import boot as lxcgpu_boot
 from ansible.module_utils.pvetune.concerns.lxcgpu import fix as lxcgpu_fix
 from ansible.module_utils.pvetune.concerns.pcie import acs_fix as pcie_acs_fix
@@ -22,6 +23,7 @@ VALIDATORS = {
     "cpufreq": cpufreq_fix.validate_config,
     "pcie-mrrs": pcie_acs_fix.validate_boot_config,
     "lxc-gpu": lxcgpu_boot.validate_boot_config,
+    "gpu-power": gpu_fix.validate_boot_config,
 }
 
 

@@ -55,7 +55,7 @@ ENTRY_MODULE = "boot.helper"
 _IMPORT = re.compile(r"^[ \t]*from " + re.escape(HOST_PACKAGE) + r"((?:\.\w+)*) import (?:\(([^)]*)\)|([^\n#]*))",
                      re.M)
 
-SUBCOMMANDS = ("cpufreq", "pcie-mrrs", "lxc-gpu")
+SUBCOMMANDS = ("cpufreq", "pcie-mrrs", "lxc-gpu", "gpu-power")
 
 HELPER_STUB = """#!/usr/bin/python3
 # Installed by pvetune (fix.yml); rollback.yml removes it. Runs the pvetune runtime library
@@ -101,6 +101,19 @@ _UNITS = {
         "unit": ["Documentation=man:setpci(8)",
                  "After=systemd-modules-load.service systemd-udev-trigger.service systemd-udev-settle.service",
                  "After=nvidia-persistenced.service",
+                 "Before=pve-guests.service"],
+        "service": [],
+    },
+    "gpu-power": {
+        "description": "pvetune: power limits of the NVIDIA GPUs",
+        "comment": [
+            "Sets each GPU below its target power limit (/etc/pvetune/gpu-power.json: default or watts) to it",
+            "with nvidia-smi -pl at boot: a power limit does not survive a reboot or a driver reload. It runs",
+            "after nvidia-persistenced (which keeps the GPUs initialised, so the limit stays), before any guest",
+            "starts.",
+        ],
+        "unit": ["Documentation=man:nvidia-smi(1)",
+                 "After=systemd-modules-load.service nvidia-persistenced.service",
                  "Before=pve-guests.service"],
         "service": [],
     },

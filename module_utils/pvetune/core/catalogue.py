@@ -314,15 +314,62 @@ CATALOGUE = (
     {
         "id": "nvidia.driver",
         "concern": "nvidia",
-        "summary": "driver loaded, persistence mode on",
-        "title": "NVIDIA driver loaded, persistence mode on",
+        "summary": "the NVIDIA driver is loaded (`/proc/driver/nvidia/version`)",
+        "title": "NVIDIA driver loaded",
         "severity": "medium",
-        "expected": "driver loaded (/proc/driver/nvidia/version), persistence mode enabled on every GPU",
+        "expected": "driver loaded (/proc/driver/nvidia/version)",
         "rationale": (
-            "Without persistence mode the driver tears a GPU's state down when the last client exits; the next "
-            "CUDA context pays seconds of initialisation, and in CTs the first call can time out."
+            "Without the kernel module no GPU is usable on the host or in a CT; a GPU left on nouveau or no driver "
+            "after a kernel update (DKMS not built for it) is the usual cause."
         ),
-        "remediation": "systemctl enable --now nvidia-persistenced (or nvidia-smi -pm 1).",
+        "remediation": "Install the NVIDIA driver for the running kernel (DKMS or the .run installer) and load it.",
+        "fix_tag": "",
+        "reboot": "no",
+    },
+    {
+        "id": "nvidia.persistence",
+        "concern": "nvidia",
+        "summary": (
+            "persistence mode on every GPU, held by the `nvidia-persistenced` daemon (legacy `nvidia-smi -pm 1` "
+            "warns: NVIDIA deprecates it and it is gone after a reboot)"
+        ),
+        "title": "Persistence mode on every GPU, held by nvidia-persistenced",
+        "severity": "medium",
+        "expected": "persistence mode enabled on every GPU and nvidia-persistenced running (policy "
+                    "nvidia_persistence: {nvidia_persistence})",
+        "rationale": (
+            "Without persistence the driver tears a GPU's state down when its last client exits; the next CUDA "
+            "context pays seconds of initialisation, and in CTs the first call can time out. NVIDIA's Driver "
+            "Persistence guide (docs.nvidia.com/deploy/driver-persistence) names the nvidia-persistenced daemon as "
+            "the way to keep it and the legacy persistence mode (nvidia-smi -pm 1) as deprecated; the legacy mode "
+            "also does not survive a reboot."
+        ),
+        "remediation": "systemctl enable --now nvidia-persistenced (shipped with the driver).",
+        "fix_tag": "",
+        "reboot": "no",
+    },
+    {
+        "id": "nvidia.uvm_hmm",
+        "concern": "nvidia",
+        "summary": (
+            "nvidia-uvm's HMM (`uvm_disable_hmm`, `Addressing Mode: HMM`) against a sourced table of driver "
+            "branches where HMM breaks CUDA initialisation or deadlocks; configured in modprobe.d but not loaded is "
+            "pending"
+        ),
+        "title": "nvidia-uvm HMM off where the driver branch has known HMM failures",
+        "severity": "medium",
+        "expected": "uvm_disable_hmm=Y where the driver branch is in the HMM issues table (policy "
+                    "nvidia_uvm_hmm: {nvidia_uvm_hmm})",
+        "rationale": (
+            "From the r535 open kernel modules nvidia-uvm enables HMM on x86_64 when the kernel supports it. On some "
+            "kernels (KASLR) HMM initialisation fails and cuInit returns CUDA_ERROR_NOT_INITIALIZED, and multi-GPU "
+            "Blackwell hosts hit HMM deadlocks (the issues table in docs/checks.md, with NVIDIA's CUDA release "
+            "notes' known issue). Serving engines do not use HMM: turning it off costs them nothing."
+        ),
+        "remediation": (
+            "Add 'options nvidia_uvm uvm_disable_hmm=1' to /etc/modprobe.d/ (e.g. nvidia-uvm-hmm.conf), update the "
+            "initramfs when it loads nvidia_uvm, and reload nvidia_uvm with no GPU process running, or reboot."
+        ),
         "fix_tag": "",
         "reboot": "no",
     },
@@ -441,6 +488,101 @@ CATALOGUE = (
         "remediation": "Pin a kernel of the fixed series (check kernel.version) and reboot.",
         "fix_tag": "kernel",
         "reboot": "yes",
+    },
+    {
+        "id": "nvidia.compute_capability",
+        "concern": "nvidia_stack",
+        "summary": (
+            "every running GPU CT's CUDA runtime (`libcudart.so.<ver>`, `libcublas.so.<ver>`) can target the GPUs' "
+            "compute capability (sourced table: sm_120 needs CUDA 12.8 or later)"
+        ),
+        "title": "Every GPU CT's CUDA runtime supports the GPUs' compute capability",
+        "severity": "high",
+        "expected": "in every GPU CT, a CUDA runtime at or above the first CUDA release of the GPUs' compute "
+                    "capability",
+        "rationale": (
+            "CUDA libraries carry machine code for the GPU architectures their release knew. A runtime older than "
+            "the GPU's compute capability has no code for it: cuBLAS, cuDNN and framework kernels fail with 'no "
+            "kernel image is available for execution on the device' (e.g. CUDA 12.4 on Blackwell sm_120, which "
+            "CUDA 12.8 first supports: the compute capability table in docs/checks.md)."
+        ),
+        "remediation": (
+            "Install a CUDA runtime (or a framework build) of the release in the table or later in the CT; the "
+            "host's driver must support that CUDA release too (nvidia.stack)."
+        ),
+        "fix_tag": "",
+        "reboot": "no",
+    },
+    {
+        "id": "gpu.power_limit",
+        "concern": "gpu",
+        "summary": (
+            "each GPU's enforced power limit at its default (or the policy's watts); a cap names the watts lost "
+            "(restored with policy `gpu_power_fix`, re-applied at boot)"
+        ),
+        "title": "Every GPU at its default (or the policy's) power limit",
+        "severity": "high",
+        "expected": "power.limit at the {gpu_power_limit} limit on every GPU",
+        "rationale": (
+            "A power limit below the default lowers the clocks the GPU may hold under load. Throughput does not "
+            "fall in proportion (a published RTX PRO 6000 sweep lost 5% of LLM output at 300 W of 600 W, and 16% at "
+            "250 W), but a cap left by a test or another tool is silent: nvidia-smi shows it only in -q or "
+            "--query-gpu=power.limit. An enforced limit below the requested one means the board or platform "
+            "holds it (power brake)."
+        ),
+        "remediation": (
+            "nvidia-smi -i <GPU> -pl <default watts> (or a lower cap on purpose: set the policy's gpu_power_limit "
+            "to it); re-apply at every boot, the limit does not persist."
+        ),
+        "fix_tag": "gpu",
+        "reboot": "no",
+    },
+    {
+        "id": "gpu.clocks",
+        "concern": "gpu",
+        "summary": (
+            "no applications clocks or locked clocks left set, no hardware clock event reason active (HW Slowdown, "
+            "HW Thermal, Power Brake, SW Thermal: advice)"
+        ),
+        "title": "GPU clocks at their defaults, no hardware slowdown",
+        "severity": "medium",
+        "expected": "applications clocks at their defaults, no clock setting and no hardware slowdown holding the "
+                    "clocks",
+        "rationale": (
+            "Applications clocks (nvidia-smi -ac) and locked clocks (-lgc/-lmc) survive until reset or reboot and "
+            "hold every workload at them; NVML reports them as the clock event reason 'Applications Clocks "
+            "Setting'. HW Slowdown, HW Thermal, HW Power Brake and SW Thermal reasons mean the GPU lowers its own "
+            "clocks for heat or power delivery: no setting fixes that (NVML clock event reasons)."
+        ),
+        "remediation": (
+            "nvidia-smi -i <GPU> -rac (applications clocks), -rgc and -rmc (locked clocks). For hardware reasons: "
+            "the GPU's cooling, the inlet temperature, the PSU and the platform's power brake."
+        ),
+        "fix_tag": "",
+        "reboot": "no",
+    },
+    {
+        "id": "gpu.health",
+        "concern": "gpu",
+        "summary": (
+            "no Xid errors in this boot's kernel log (graded by NVIDIA's Xid catalogue), no uncorrectable AER "
+            "errors on a GPU or its ports, no pending row remap, retired page or uncorrectable ECC error (advice)"
+        ),
+        "title": "GPUs healthy: no Xid, AER or memory errors",
+        "severity": "high",
+        "expected": "no Xid errors, no uncorrectable PCIe or memory errors",
+        "rationale": (
+            "A GPU that fell off the bus (Xid 79), lost memory (Xid 48/95, a failed row remap) or whose firmware "
+            "stopped (Xid 119/120) serves nothing or corrupts results until it is reset, reseated or replaced; "
+            "uncorrectable AER errors on its link usually come first. NVIDIA's Xid catalogue (docs.nvidia.com/"
+            "deploy/xid-errors) grades each code; the kernel's AER counters are in sysfs."
+        ),
+        "remediation": (
+            "Per the Xid code: reset the GPU (nvidia-smi -r with no process on it) or reboot; for Xid 79 and AER "
+            "errors check the riser, the slot's seating and power; for a failed remap replace the GPU."
+        ),
+        "fix_tag": "",
+        "reboot": "no",
     },
 )
 

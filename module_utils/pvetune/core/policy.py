@@ -88,6 +88,11 @@ def matching(regex, error, length=None):
     return check
 
 
+def power_limit(value):
+    ok = value == "default" or (_is_int(value) and 50 <= value <= 2000)
+    return None if ok else "must be default or watts, an integer from 50 to 2000"
+
+
 def boolean(value):
     return None if isinstance(value, bool) else "must be true or false"
 
@@ -314,11 +319,35 @@ POLICY_KEYS = (
         bad=[1, "true", None]),
     PolicyKey(
         "nvidia_persistence", True, boolean,
-        meaning="Require persistence mode on every GPU when nvidia-smi output is available (nvidia.driver).",
+        meaning="Require persistence mode on every GPU, held by nvidia-persistenced (nvidia.persistence).",
         rule="`true` or `false`",
-        checks=("nvidia.driver",),
+        checks=("nvidia.persistence",),
         good=[True, False],
         bad=[1, "false", None]),
+    PolicyKey(
+        "nvidia_uvm_hmm", "auto", one_of("auto", "off", "any"),
+        meaning=("nvidia-uvm's HMM: `auto` wants it off where the driver branch is in the HMM issues table, `off` "
+                 "wants it off everywhere, `any` does not judge it."),
+        rule="`auto`, `off` or `any`",
+        checks=("nvidia.uvm_hmm",),
+        good=["auto", "off", "any"],
+        bad=["on", "Auto", True, None, ""]),
+    PolicyKey(
+        "gpu_power_limit", "default", power_limit,
+        meaning=("The power limit every GPU should run at: `default` (each GPU's own default limit) or watts "
+                 "(a deliberate cap, e.g. 450)."),
+        rule="`default` or an integer from 50 to 2000 (watts)",
+        checks=("gpu.power_limit",),
+        good=["default", 450, 50, 2000],
+        bad=["450", "450W", 49, 2001, 450.5, True, None, "max"]),
+    PolicyKey(
+        "gpu_power_fix", False, boolean,
+        meaning=("Let fix.yml (tag gpu) set each GPU below its gpu_power_limit to it (nvidia-smi -pl), and re-apply "
+                 "it at every boot; off by default, a cap may be on purpose."),
+        rule="`true` or `false`",
+        checks=("gpu.power_limit",),
+        good=[True, False],
+        bad=[1, "true", None]),
     PolicyKey(
         "skip_checks", {}, check_reasons,
         meaning="Checks not to evaluate at all, with the reason shown in their skip result.",

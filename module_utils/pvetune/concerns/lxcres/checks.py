@@ -36,7 +36,8 @@ V1_FILES = (("cpuset", "cpuset.effective_cpus"), ("cpuset", "cpuset.cpus"), ("cp
             ("cpu", "cpu.cfs_period_us"), ("cpu", "cpu.shares"), ("memory", "memory.limit_in_bytes"),
             ("memory", "memory.memsw.limit_in_bytes"))
 # Where distributions put libcuda/libnvidia-ml (Debian/Ubuntu multiarch, RHEL, Arch, unmerged /lib).
-LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu")
+# The distribution's library directories, and the CUDA toolkit's (libcudart for nvidia.compute_capability).
+LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/local/cuda/lib64")
 LIB_LINKS = ("libcuda.so.1", "libnvidia-ml.so.1")
 # The CT config keys that set a CT's CPU and memory limits (pct's and raw LXC ones, v2 and v1).
 CONFIG_KEYS = ("cores", "cpulimit", "cpuunits", "memory", "swap", "lxc.cgroup2.cpuset.cpus", "lxc.cgroup.cpuset.cpus",

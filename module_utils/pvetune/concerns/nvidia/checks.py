@@ -19,13 +19,20 @@ from ansible.module_utils.pvetune.concerns.pcie.checks import gpu_functions
 from ansible.module_utils.pvetune.core.fsroot import SNAPSHOT_DIR, FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.formats import dev_nodes, proc_devices
-from ansible.module_utils.pvetune.formats.nvidia_smi_health import health_lines, parse_health
+from ansible.module_utils.pvetune.formats.nvidia_smi_q import parse_gpu_state
+from ansible.module_utils.pvetune.tables.nvidia_hmm import hmm_issues
 
 VERSION_FILE = "/proc/driver/nvidia/version"
 GPUS_DIR = "/proc/driver/nvidia/gpus"
 SMI_SNAPSHOT = SNAPSHOT_DIR + "/nvidia-smi-q.txt"
-SMI_QUERY = ["--query-gpu=pci.bus_id,persistence_mode,driver_version,index", "--format=csv,noheader"]
+# The one nvidia-smi call of the audit: -q, the text a snapshot carries too, so live and snapshot parse alike.
+SMI_ARGS = ["-q"]
 UVM_NODE = "/dev/nvidia-uvm"
+HMM_PARAM = "/sys/module/nvidia_uvm/parameters/uvm_disable_hmm"
+MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d")
+# nvidia-persistenced writes its pid here (its --help, and the driver's init scripts); /var/run is a link to /run.
+PERSISTENCED_PID = "/run/nvidia-persistenced/nvidia-persistenced.pid"
+PERSISTENCED_COMM = "nvidia-persiste"       # /proc/<pid>/comm: the name cut to 15 characters
 CTL_NODE = "/dev/nvidiactl"
 
 
@@ -36,7 +43,7 @@ def read_state(fsroot, runner=None, smi=False):
     ``majors`` ({driver name: major}) and ``char_majors`` (every registered char major), all None with
     ``devices_error`` set when /proc/devices is no listing; ``nodes`` (None when neither stat() nor a snapshot
     capture tells) and ``nodes_source``; ``gpu_minors`` ({bdf: N of /dev/nvidiaN}); with ``smi`` also ``smi`` (with
-    ``health`` from a ``-q`` capture) / ``smi_reason``; ``evidence``.
+    ``state``, each GPU's runtime state) / ``smi_reason``; ``evidence``.
     """
     out = {"evidence": [], "devices_error": None}
     out["driver_loaded"] = fsroot.isfile(VERSION_FILE)
@@ -65,7 +72,57 @@ def read_state(fsroot, runner=None, smi=False):
     out["evidence"].append("/dev/nvidia* (%s): %d nodes" % (source, len(nodes)))
     if smi:
         out["smi"], out["smi_reason"] = _read_smi(fsroot, runner, out["evidence"])
+        out["persistenced"] = read_persistenced(fsroot)
+        out["hmm"] = read_hmm(fsroot)
     return out
+
+
+def read_persistenced(fsroot):
+    """``{"pid", "running"}``: the pid in nvidia-persistenced's pid file and whether that process is the daemon."""
+    pid = fsroot.try_value(PERSISTENCED_PID)
+    if not (pid and re.match(r"\A[0-9]{1,9}\Z", pid)):
+        return {"pid": None, "running": False}
+    return {"pid": int(pid), "running": fsroot.try_value("/proc/%s/comm" % pid) == PERSISTENCED_COMM}
+
+
+def read_hmm(fsroot):
+    """``{"disabled": the loaded nvidia_uvm's uvm_disable_hmm (bool, None when not loaded), "configured": the value
+    modprobe.d gives it (bool or None), "configured_in": that file, "error": a parameter value that is no bool}``.
+    modprobe reads the files in the order of their names (a name in /etc hides the same name below), and the last
+    value of an option wins."""
+    raw = fsroot.try_value(HMM_PARAM)
+    out = {"disabled": {"Y": True, "1": True, "N": False, "0": False}.get(raw), "configured": None,
+           "configured_in": None, "error": None}
+    if raw is not None and out["disabled"] is None:
+        out["error"] = "%s: %r is not Y or N" % (HMM_PARAM, raw[:40])
+    files = {}
+    for directory in MODPROBE_DIRS:
+        for name in fsroot.listdir(directory) if fsroot.isdir(directory) else ():
+            if name.endswith(".conf"):
+                files.setdefault(name, "%s/%s" % (directory, name))
+    for name in sorted(files):
+        try:
+            text = fsroot.read_text(files[name], limit=65536)
+        except FsError:
+            continue
+        for value in modprobe_option(text, "nvidia_uvm", "uvm_disable_hmm"):
+            out["configured"], out["configured_in"] = value, files[name]
+    return out
+
+
+def modprobe_option(text, module, option):
+    """The values (bool) ``options <module> ... <option>=<value>`` lines in a modprobe.d file give, in order
+    (modprobe takes - and _ alike in a module name)."""
+    values = []
+    for line in (text or "").splitlines():
+        words = line.split("#", 1)[0].split()
+        if len(words) < 3 or words[0] != "options" or words[1].replace("-", "_") != module:
+            continue
+        for word in words[2:]:
+            key, sep, value = word.partition("=")
+            if sep and key == option and value in ("1", "Y", "y", "0", "N", "n"):
+                values.append(value in ("1", "Y", "y"))
+    return values
 
 
 def _read_minors(fsroot):
@@ -86,22 +143,23 @@ def _read_minors(fsroot):
 
 
 def _read_smi(fsroot, runner, evidence):
-    """``(parse_nvidia_smi() output or None, why not)``; never runs nvidia-smi for a snapshot."""
+    """``(parse_nvidia_smi() output with ``state`` (parse_gpu_state()) or None, why not)``: ``nvidia-smi -q`` on a
+    live host, the snapshot's capture of it otherwise (never run for a snapshot)."""
     if not fsroot.live:
         if not fsroot.isfile(SMI_SNAPSHOT):
             return None, "snapshot has no %s" % SMI_SNAPSHOT
         evidence.append(SMI_SNAPSHOT)
         text = fsroot.read_text(SMI_SNAPSHOT)
-        smi = parse_nvidia_smi(text)
-        smi["health"] = parse_health(text)   # -q only: ECC, retired pages, remapped rows, throttle reasons
-        return smi, None
-    if not (runner and runner.which("nvidia-smi")):
+    elif not (runner and runner.which("nvidia-smi")):
         return None, "nvidia-smi not installed"
-    rc, stdout, stderr = runner.run("nvidia-smi", SMI_QUERY)
-    if rc != 0:
-        return None, "nvidia-smi exited %d: %s" % (rc, (stderr or stdout).strip()[:200])
-    evidence.append("nvidia-smi " + SMI_QUERY[0])
-    return parse_nvidia_smi(stdout), None
+    else:
+        rc, text, stderr = runner.run("nvidia-smi", SMI_ARGS)
+        if rc != 0:
+            return None, "nvidia-smi -q exited %d: %s" % (rc, (stderr or text).strip()[:200])
+        evidence.append("nvidia-smi -q")
+    smi = parse_nvidia_smi(text)
+    smi["state"] = parse_gpu_state(text)
+    return smi, None
 
 
 def read_nvidia(ctx):
@@ -157,15 +215,20 @@ def parse_gpu_information(text):
 
 
 _LIB = re.compile(r"\A(libcuda\.so|libnvidia-ml\.so)\.([0-9]{2,4}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)\Z")
+# The CUDA runtime and cuBLAS carry their CUDA release in the name: libcudart.so.12.4.127, libcublas.so.12.4.5.8.
+_CUDA_LIB = re.compile(r"\A(libcudart\.so|libcublas\.so)\.([0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,5}){0,2})\Z")
+DRIVER_LIBS = ("libcuda.so", "libnvidia-ml.so")
+CUDA_LIBS = ("libcudart.so", "libcublas.so")
 
 
 def lib_versions(names):
-    """{"libcuda.so": ["580.95.05"], "libnvidia-ml.so": [...]}: the driver versions in user-space library names."""
+    """{"libcuda.so": ["580.95.05"], "libnvidia-ml.so": [...], "libcudart.so": ["12.4.127"], "libcublas.so": [...]}:
+    the driver and CUDA versions in user-space library names."""
     out = {}
     for name in names:
-        if not name.startswith(("libcuda.so.", "libnvidia-ml.so.")):   # ~1500 names in a distribution's libdir
-            continue
-        match = _LIB.match(name)
+        if not name.startswith(("libcuda.so.", "libnvidia-ml.so.", "libcudart.so.", "libcublas.so.")):
+            continue   # ~1500 names in a distribution's libdir
+        match = _LIB.match(name) or _CUDA_LIB.match(name)
         if match:
             out.setdefault(match.group(1), set()).add(match.group(2))
     return {lib: sorted(found) for lib, found in out.items()}
@@ -234,20 +297,32 @@ def parse_nvidia_smi(text):
 
 
 # -- evaluator -------------------------------------------------------------------
-def check_nvidia_driver(facts, policy):
-    cid = "nvidia.driver"
+def _driver_or_result(cid, facts, policy):
+    """(the NVIDIA facts, evidence, None), or (.., .., the result) when there is no host-owned GPU or no driver."""
     err = section_error(facts, "nvidia")
     if err:
-        return make_result(cid, policy, "error", None, err)
+        return None, None, make_result(cid, policy, "error", None, err)
     nv = facts.get("nvidia") or {}
-    ev = list(nv.get("evidence", [])) + health_lines((nv.get("smi") or {}).get("health") or {})
+    ev = list(nv.get("evidence", []))
     gpus = gpu_functions(facts)
     if not gpus:
-        return make_result(cid, policy, "skip", None, "no NVIDIA GPU found", evidence=ev)
+        return nv, ev, make_result(cid, policy, "skip", None, "no NVIDIA GPU found", evidence=ev)
     drivers = sorted({g.get("driver") or "none" for g in gpus})
     if drivers == ["vfio-pci"]:
-        return make_result(cid, policy, "skip", "vfio-pci", "all NVIDIA GPUs are bound to vfio-pci (VM passthrough)",
-                           evidence=ev)
+        return nv, ev, make_result(cid, policy, "skip", "vfio-pci", "all NVIDIA GPUs are bound to vfio-pci (VM "
+                                   "passthrough)", evidence=ev)
+    if cid != "nvidia.driver" and not nv.get("version"):
+        return nv, ev, make_result(cid, policy, "skip", None, "the NVIDIA driver is not loaded (see nvidia.driver)",
+                                   evidence=ev)
+    return nv, ev, None
+
+
+def check_nvidia_driver(facts, policy):
+    cid = "nvidia.driver"
+    nv, ev, early = _driver_or_result(cid, facts, policy)
+    if early:
+        return early
+    drivers = sorted({g.get("driver") or "none" for g in gpu_functions(facts)})
     version = nv.get("version")
     if not version and nv.get("driver_loaded"):
         return make_result(cid, policy, "error", None, "%s: no NVRM version line (unreadable as the driver writes it)"
@@ -256,22 +331,83 @@ def check_nvidia_driver(facts, policy):
         return make_result(cid, policy, "fail", "not loaded (GPU drivers: %s)" % ", ".join(drivers),
                            "/proc/driver/nvidia/version is missing: the NVIDIA driver is not loaded", evidence=ev)
     current = "%s%s" % (version["version"], " (open kernel module)" if version.get("open") else "")
-    smi = nv.get("smi")
+    return make_result(cid, policy, "pass", current, "driver %s loaded" % version["version"], evidence=ev)
+
+
+def check_persistence(facts, policy):
+    cid = "nvidia.persistence"
     if not policy["nvidia_persistence"]:
-        return make_result(cid, policy, "pass", current, "driver %s loaded" % version["version"], evidence=ev)
+        return make_result(cid, policy, "skip", None, "policy nvidia_persistence is false")
+    nv, ev, early = _driver_or_result(cid, facts, policy)
+    if early:
+        return early
+    smi, daemon = nv.get("smi"), nv.get("persistenced") or {}
+    ev.append("%s: %s" % (PERSISTENCED_PID, "pid %s, %s" % (daemon["pid"], "nvidia-persistenced runs" if
+                                                          daemon["running"] else "no such daemon process")
+                          if daemon.get("pid") else "none"))
     if not smi or not smi.get("gpus"):
-        return make_result(cid, policy, "pass", current, "driver %s loaded; persistence mode not checked (%s)" % (
-            version["version"], nv.get("smi_reason") or "nvidia-smi output not available"), evidence=ev)
+        return make_result(cid, policy, "skip", None, "persistence mode not read (%s)" % (
+            nv.get("smi_reason") or "nvidia-smi output has no GPU"), evidence=ev)
     items = [{"name": g.get("bus_id"), "status": "pass" if g.get("persistence") else "fail",
               "current": "persistence %s" % ("on" if g.get("persistence") else "off"), "expected": "persistence on",
-              "message": g.get("name", "")} for g in smi["gpus"]]
+              "message": g.get("name") or ""} for g in smi["gpus"]]
     off = [i for i in items if i["status"] == "fail"]
-    current += "; persistence on %d/%d GPUs" % (len(items) - len(off), len(items))
+    current = "persistence on %d/%d GPUs, nvidia-persistenced %s" % (
+        len(items) - len(off), len(items), "running" if daemon.get("running") else "not running")
     if off:
-        return make_result(cid, policy, "fail", current, "persistence mode off on %d GPUs" % len(off), items, ev)
-    return make_result(cid, policy, "pass", current, "driver %s, persistence mode on every GPU" % version["version"],
+        return make_result(cid, policy, "fail", current, "persistence mode off on %d GPUs: start "
+                           "nvidia-persistenced" % len(off), items, ev)
+    if not daemon.get("running"):
+        return make_result(cid, policy, "warn", current, "persistence mode is on, but nvidia-persistenced does not "
+                           "run: the legacy mode (nvidia-smi -pm 1) NVIDIA deprecates, and it is off again after a "
+                           "reboot", items, ev)
+    return make_result(cid, policy, "pass", current, "nvidia-persistenced holds persistence mode on every GPU",
                        items, ev)
 
 
+def check_uvm_hmm(facts, policy):
+    cid = "nvidia.uvm_hmm"
+    if policy["nvidia_uvm_hmm"] == "any":
+        return make_result(cid, policy, "skip", None, "policy nvidia_uvm_hmm is any")
+    nv, ev, early = _driver_or_result(cid, facts, policy)
+    if early:
+        return early
+    version, hmm = nv["version"], nv.get("hmm") or {}
+    modes = sorted({g.get("addressing") for g in ((nv.get("smi") or {}).get("state") or {}).values()
+                    if g.get("addressing")})
+    ev.append("%s: %s; modprobe.d: %s; nvidia-smi Addressing Mode: %s" % (
+        HMM_PARAM, {True: "Y", False: "N", None: "missing"}[hmm.get("disabled")],
+        "uvm_disable_hmm=%d in %s" % (hmm["configured"], hmm["configured_in"]) if hmm.get("configured_in") else
+        "no uvm_disable_hmm", ", ".join(modes) or "not read"))
+    branch = int(version["version"].split(".")[0])
+    rows = hmm_issues(branch)
+    for row in rows:
+        ev.append("HMM issue of branch %d: %s (%s)" % (branch, row["problem"], row["source"]))
+    want_off = policy["nvidia_uvm_hmm"] == "off" or bool(rows)
+    expected = "uvm_disable_hmm=Y" if want_off else "either"
+    if hmm.get("error"):
+        return make_result(cid, policy, "error", None, hmm["error"], evidence=ev)
+    if hmm.get("disabled") is None:
+        return make_result(cid, policy, "skip", "nvidia_uvm not loaded", "nvidia_uvm is not loaded (%s missing)" %
+                           HMM_PARAM, evidence=ev)
+    active = not hmm["disabled"] and version.get("open") and modes != ["None"]
+    current = "HMM %s (uvm_disable_hmm=%s%s)" % ("on" if active else "off", "Y" if hmm["disabled"] else "N",
+                                                  ", Addressing Mode %s" % "/".join(modes) if modes else "")
+    if not want_off or not active:
+        why = ("HMM is off" if hmm["disabled"] else "HMM is not in use (%s)" % (
+            "proprietary kernel modules" if not version.get("open") else "the kernel lacks HMM support"))
+        return make_result(cid, policy, "pass", current, why if want_off else "no known HMM issue in branch %d" %
+                           branch, evidence=ev)
+    if hmm.get("configured"):
+        return make_result(cid, policy, "pending", current, "uvm_disable_hmm=1 is set in %s but the loaded "
+                           "nvidia_uvm still runs HMM: effective when nvidia_uvm reloads or at the next reboot" %
+                           hmm["configured_in"], evidence=ev)
+    status = "fail" if policy["nvidia_uvm_hmm"] == "off" else "warn"
+    why = "; ".join(row["problem"] for row in rows) or "policy nvidia_uvm_hmm is off"
+    return make_result(cid, policy, status, current, "HMM is on with driver %s (%s); expected %s" % (
+        version["version"], why, expected), evidence=ev)
+
+
 SECTIONS = (("nvidia", read_nvidia),)
-CHECKS = {"nvidia.driver": check_nvidia_driver}
+CHECKS = {"nvidia.driver": check_nvidia_driver, "nvidia.persistence": check_persistence,
+          "nvidia.uvm_hmm": check_uvm_hmm}

@@ -14,8 +14,10 @@ __metaclass__ = type
 
 import re
 
+from ansible.module_utils.pvetune.concerns.nvidia.checks import CUDA_LIBS, DRIVER_LIBS
 from ansible.module_utils.pvetune.concerns.pcie.checks import gpu_functions
 from ansible.module_utils.pvetune.core.result import make_result, section_error
+from ansible.module_utils.pvetune.tables.cuda_targets import FIRST_CUDA, compute_capability, version_tuple
 from ansible.module_utils.pvetune.tables.nvidia_generations import GENERATIONS, generation_of, min_driver, open_required
 
 _VERSION = re.compile(r"\A([0-9]{2,4}(?:\.[0-9]{1,3}){1,2})\Z")
@@ -38,7 +40,7 @@ def ct_driver(libs):
     linked = sorted({v for v in (_lib_version(t) for t in (libs.get("links") or {}).values()) if v})
     if linked:
         return linked, "libcuda.so.1 / libnvidia-ml.so.1 point to"
-    found = sorted({v for vs in (libs.get("versions") or {}).values() for v in vs})
+    found = sorted({v for lib, vs in (libs.get("versions") or {}).items() if lib in DRIVER_LIBS for v in vs})
     return found, "library files"
 
 
@@ -166,5 +168,86 @@ def check_stack(facts, policy):
                        version["version"], items, ev)
 
 
+def _cc_need(gpus):
+    """(the newest compute capability among the GPUs, the first CUDA for it, its source, {cc: [bdf]}); the first
+    three None when no GPU's capability is known."""
+    by_cc = {}
+    for gpu in gpus:
+        by_cc.setdefault(compute_capability(gpu.get("device_id"), gpu.get("model")), []).append(gpu["bdf"])
+    known = [cc for cc in by_cc if cc in FIRST_CUDA]
+    if not known:
+        return None, None, None, by_cc
+    cc = max(known, key=lambda c: version_tuple(FIRST_CUDA[c][0]))
+    return cc, FIRST_CUDA[cc][0], FIRST_CUDA[cc][1], by_cc
+
+
+def _cuda_item(ct, cc, need):
+    libs = ct.get("libs") or {}
+    item = {"name": "CT %s" % ct["ctid"], "status": "pass", "current": None,
+            "expected": "CUDA >= %s (sm_%s)" % (need, cc.replace(".", "")), "message": ""}
+    if libs.get("reason"):
+        item.update(status="skip", message=libs["reason"])
+        return item
+    found = {}
+    for lib in CUDA_LIBS:
+        for version in (libs.get("versions") or {}).get(lib) or ():
+            if version_tuple(version):
+                found.setdefault(version_tuple(version), []).append("%s.%s" % (lib, version))
+    if not found:
+        where = ", ".join(libs.get("dirs") or ["its library directories"])
+        item.update(status="skip", message="no libcudart.so.<ver> / libcublas.so.<ver> in %s (a CUDA runtime inside "
+                    "a Python environment is not searched)" % where)
+        return item
+    want = version_tuple(need)
+    old = sorted(v for v in found if v < want)
+    item["current"] = "CUDA " + ", ".join("%d.%d" % v for v in sorted(found))
+    names = lambda versions: ", ".join(n for v in versions for n in found[v])   # noqa: E731
+    if len(old) == len(found):
+        item.update(status="fail", message="CUDA runtime %s (%s) cannot target the GPUs' compute capability %s "
+                    "(sm_%s, first in CUDA %s): kernels fail with 'no kernel image is available for execution on the "
+                    "device'" % ("/".join("%d.%d" % v for v in old), names(old), cc, cc.replace(".", ""), need))
+    elif old:
+        item.update(status="warn", message="CUDA %s fits, but %s predates CUDA %s: what links it fails on sm_%s" % (
+            "/".join("%d.%d" % v for v in sorted(found) if v >= want), names(old), need, cc.replace(".", "")))
+    else:
+        item["message"] = names(sorted(found))
+    return item
+
+
+def check_compute_capability(facts, policy):
+    cid = "nvidia.compute_capability"
+    # The GPU CTs are known only from the CT configs and the NVIDIA majors: without them ct_runtime lists none.
+    err = (section_error(facts, "pci") or section_error(facts, "nvidia") or section_error(facts, "lxc")
+           or section_error(facts, "ct_runtime"))
+    if err:
+        return make_result(cid, policy, "error", None, err)
+    runtime = facts.get("ct_runtime") or {}
+    ev = list(runtime.get("evidence") or [])
+    host = [g for g in gpu_functions(facts) if g.get("driver") != "vfio-pci"]
+    if not host:
+        return make_result(cid, policy, "skip", None, "no host-owned NVIDIA GPU", evidence=ev)
+    cc, need, source, by_cc = _cc_need(host)
+    ev.append("compute capability: %s" % "; ".join("%s: %s" % (c or "unknown", ", ".join(b))
+                                                     for c, b in sorted(by_cc.items(), key=lambda kv: kv[0] or "")))
+    if cc is None:
+        return make_result(cid, policy, "skip", None, "the GPUs' compute capability is not in the table (device ids "
+                           "%s)" % ", ".join(sorted({"%04x" % g["device_id"] for g in host
+                                                     if isinstance(g.get("device_id"), int)})), evidence=ev)
+    ev.append("compute capability %s: first CUDA %s (%s)" % (cc, need, source))
+    items = [_cuda_item(ct, cc, need) for ct in runtime.get("cts") or ()]
+    current = "GPUs sm_%s; %d GPU CTs with a CUDA runtime checked" % (
+        cc.replace(".", ""), len([i for i in items if i["status"] != "skip"]))
+    for status in ("fail", "warn"):
+        bad = [i for i in items if i["status"] == status]
+        if bad:
+            return make_result(cid, policy, status, current, " | ".join("%s: %s" % (i["name"], i["message"])
+                                                                        for i in bad), items, ev)
+    if not items or all(i["status"] == "skip" for i in items):
+        return make_result(cid, policy, "skip", current, "no running GPU CT with a CUDA runtime in its library "
+                           "directories" if items else "no GPU CT", items, ev)
+    return make_result(cid, policy, "pass", current, "every checked GPU CT's CUDA runtime targets sm_%s" %
+                       cc.replace(".", ""), items, ev)
+
+
 SECTIONS = ()
-CHECKS = {"nvidia.stack": check_stack}
+CHECKS = {"nvidia.stack": check_stack, "nvidia.compute_capability": check_compute_capability}

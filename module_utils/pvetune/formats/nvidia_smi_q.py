@@ -119,4 +119,3 @@ def parse_gpu_state(text):
             elif key == "Remapping Failure Occurred":
                 gpu["remap_failure"] = value == "Yes"
     return out
-

@@ -227,8 +227,8 @@ def _aer_findings(bdf, aer, where):
             continue
         names = ", ".join("%s %d" % kv for kv in sorted(counts["counters"].items()))
         level = "info" if kind == "correctable" else "warn"
-        out.append((level, "AER %s errors on %s: %d%s" % (kind, where, counts["total"],
-                                                           " (%s)" % names if names else "")))
+        detail = " (%s)" % names if names else ""
+        out.append((level, "AER %s errors on %s: %d%s" % (kind, where, counts["total"], detail)))
     return out
 
 

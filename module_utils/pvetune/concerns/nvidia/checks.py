@@ -342,9 +342,12 @@ def check_persistence(facts, policy):
     if early:
         return early
     smi, daemon = nv.get("smi"), nv.get("persistenced") or {}
-    ev.append("%s: %s" % (PERSISTENCED_PID, "pid %s, %s" % (daemon["pid"], "nvidia-persistenced runs" if
-                                                          daemon["running"] else "no such daemon process")
-                          if daemon.get("pid") else "none"))
+    if daemon.get("pid"):
+        seen = "pid %s, %s" % (daemon["pid"], "nvidia-persistenced runs" if daemon["running"] else
+                               "no such daemon process")
+    else:
+        seen = "none"
+    ev.append("%s: %s" % (PERSISTENCED_PID, seen))
     if not smi or not smi.get("gpus"):
         return make_result(cid, policy, "skip", None, "persistence mode not read (%s)" % (
             nv.get("smi_reason") or "nvidia-smi output has no GPU"), evidence=ev)
@@ -391,8 +394,9 @@ def check_uvm_hmm(facts, policy):
         return make_result(cid, policy, "skip", "nvidia_uvm not loaded", "nvidia_uvm is not loaded (%s missing)" %
                            HMM_PARAM, evidence=ev)
     active = not hmm["disabled"] and version.get("open") and modes != ["None"]
-    current = "HMM %s (uvm_disable_hmm=%s%s)" % ("on" if active else "off", "Y" if hmm["disabled"] else "N",
-                                                  ", Addressing Mode %s" % "/".join(modes) if modes else "")
+    shown_modes = ", Addressing Mode %s" % "/".join(modes) if modes else ""
+    flag = "Y" if hmm["disabled"] else "N"
+    current = "HMM %s (uvm_disable_hmm=%s%s)" % ("on" if active else "off", flag, shown_modes)
     if not want_off or not active:
         why = ("HMM is off" if hmm["disabled"] else "HMM is not in use (%s)" % (
             "proprietary kernel modules" if not version.get("open") else "the kernel lacks HMM support"))

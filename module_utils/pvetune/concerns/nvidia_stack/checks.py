@@ -201,7 +201,9 @@ def _cuda_item(ct, cc, need):
     want = version_tuple(need)
     old = sorted(v for v in found if v < want)
     item["current"] = "CUDA " + ", ".join("%d.%d" % v for v in sorted(found))
-    names = lambda versions: ", ".join(n for v in versions for n in found[v])   # noqa: E731
+
+    def names(versions):
+        return ", ".join(n for v in versions for n in found[v])
     if len(old) == len(found):
         item.update(status="fail", message="CUDA runtime %s (%s) cannot target the GPUs' compute capability %s "
                     "(sm_%s, first in CUDA %s): kernels fail with 'no kernel image is available for execution on the "
@@ -227,8 +229,8 @@ def check_compute_capability(facts, policy):
     if not host:
         return make_result(cid, policy, "skip", None, "no host-owned NVIDIA GPU", evidence=ev)
     cc, need, source, by_cc = _cc_need(host)
-    ev.append("compute capability: %s" % "; ".join("%s: %s" % (c or "unknown", ", ".join(b))
-                                                     for c, b in sorted(by_cc.items(), key=lambda kv: kv[0] or "")))
+    groups = sorted(by_cc.items(), key=lambda kv: kv[0] or "")
+    ev.append("compute capability: %s" % "; ".join("%s: %s" % (c or "unknown", ", ".join(b)) for c, b in groups))
     if cc is None:
         return make_result(cid, policy, "skip", None, "the GPUs' compute capability is not in the table (device ids "
                            "%s)" % ", ".join(sorted({"%04x" % g["device_id"] for g in host

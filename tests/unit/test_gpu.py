@@ -390,3 +390,40 @@ def _set_q_limit(tree, bdf, watts):
     block = re.sub(r"((?:Current|Requested) Power Limit\s*: )[0-9.]+ W", r"\g<1>%.2f W" % watts, text[start:end])
     with open(path, "w") as handle:
         handle.write(text[:start] + block + text[end:])
+
+
+# -- scripts/gpu_snapshot.py: a real GPU host's snapshot against nvidia-smi's own answers --------------------------
+SMI_QUERY_HEAD = ("pci.bus_id, driver_version, persistence_mode, power.limit [W], power.default_limit [W], "
+                  "power.max_limit [W], enforced.power.limit [W], clocks.applications.graphics [MHz], "
+                  "clocks.default_applications.graphics [MHz], ecc.errors.uncorrected.volatile.total, "
+                  "pcie.link.gen.current, pcie.link.width.current, compute_cap\n")
+
+
+def _snapshot_dir(tmp_path, capped_watts):
+    """pve-gpu05 packed as collect() packs a snapshot, and the --query-gpu answers of its eight GPUs."""
+    import subprocess
+    import sys
+    from ansible.module_utils.pvetune.collect import collect
+    from ansible.module_utils.pvetune.core.runner import Runner
+    demo = os.path.join(HERE, "..", "..", "demo", "snapshots", "pve-gpu05")
+    data, _info = collect(os.path.abspath(demo), lambda fsroot: Runner(fsroot, lambda *a, **k: (127, "", "")))
+    (tmp_path / "snap").mkdir(parents=True)
+    (tmp_path / "snap/snapshot.tar.gz").write_bytes(data)
+    rows = [SMI_QUERY_HEAD]
+    for bus in ("01", "21", "41", "61", "81", "a1", "c1", "e1"):
+        limit = capped_watts if bus == "41" else "600.00"
+        rows.append("00000000:%s:00.0, 580.95.05, Enabled, %s, 600.00, 600.00, %s, 2430, 2430, 0, 5, 16, 12.0\n" % (
+            bus.upper(), limit, limit))
+    (tmp_path / "snap/smi-query.csv").write_text("".join(rows))
+    script = os.path.join(HERE, "..", "..", "scripts", "gpu_snapshot.py")
+    return subprocess.run([sys.executable, script, "compare", str(tmp_path / "snap")], capture_output=True, text=True,
+                          check=False)
+
+
+def test_gpu_snapshot_compare_agrees_with_nvidia_smi_and_names_a_difference(tmp_path):
+    same = _snapshot_dir(tmp_path, "300.00")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "88 readings of 8 GPUs compared, 0 differ" in same.stdout
+    other = _snapshot_dir(tmp_path / "x", "450.00")
+    assert other.returncode == 1
+    assert "DIFF 0000:41:00.0 power.limit (enforced)" in other.stdout and "nvidia-smi 450.0" in other.stdout

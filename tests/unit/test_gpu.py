@@ -427,3 +427,42 @@ def test_gpu_snapshot_compare_agrees_with_nvidia_smi_and_names_a_difference(tmp_
     other = _snapshot_dir(tmp_path / "x", "450.00")
     assert other.returncode == 1
     assert "DIFF 0000:41:00.0 power.limit (enforced)" in other.stdout and "nvidia-smi 450.0" in other.stdout
+
+
+# -- the HMM fix (pvetune_nvidia_hmm) --------------------------------------------------------------------------------
+def test_hmm_fix_writes_the_modprobe_file_asks_for_a_reboot_and_rolls_back(tmp_path):
+    from ansible.module_utils.pvetune.concerns.nvidia.fix import CONF
+    from checkcases import audit_tree
+    from modharness import run_module
+    from test_lxcfix import scratch
+    tree = scratch(tmp_path)                                # pve-gpu01: 580.95.05, HMM on, nothing configured
+    args = {"root": str(tree), "run_id": "20261204T223000Z", "mode": "auto"}
+    check = run_module("pvetune_nvidia_hmm", args, check_mode=True, diff=True)
+    assert check["changed"] and check["wanted"] and "cuInit returns CUDA_ERROR_NOT_INITIALIZED" in check["why"]
+    assert "options nvidia_uvm uvm_disable_hmm=1" in check["diff"][0]["after"]
+    assert not os.path.exists(os.path.join(str(tree), CONF.lstrip("/")))
+    done = run_module("pvetune_nvidia_hmm", args)
+    assert done["changed"] and done["reboot_required"] and done["loaded"] == "HMM on"
+    res = audit_tree(str(tree))[1]["nvidia.uvm_hmm"]
+    assert res["status"] == "pending" and res["reboot_required"] and CONF in res["message"]
+    again = run_module("pvetune_nvidia_hmm", args)
+    assert not again["changed"] and again["reboot_required"]     # still waiting for the module to load again
+    back = run_module("pvetune_rollback", {"root": str(tree)})
+    assert not back.get("failed") and not os.path.exists(os.path.join(str(tree), CONF.lstrip("/")))
+    # a driver branch without known HMM issues: "auto" writes nothing, "off" does
+    with open(os.path.join(str(tree), "proc/driver/nvidia/version")) as handle:
+        text = handle.read()
+    with open(os.path.join(str(tree), "proc/driver/nvidia/version"), "w") as handle:
+        handle.write(text.replace("580.95.05", "550.127.05"))
+    auto = run_module("pvetune_nvidia_hmm", dict(args, run_id="20261204T223100Z"), check_mode=True)
+    assert not auto["changed"] and not auto["wanted"] and auto["why"] == "driver 550.127.05 has no known HMM issue"
+    assert run_module("pvetune_nvidia_hmm", dict(args, mode="off"), check_mode=True)["changed"]
+
+
+def test_hmm_fix_leaves_a_host_already_configured_alone(tmp_path):
+    from modharness import run_module
+    from test_lxcfix import scratch
+    tree = scratch(tmp_path, host="pve-gpu02")                 # HMM off, its own modprobe.d file
+    done = run_module("pvetune_nvidia_hmm", {"root": str(tree), "mode": "off"})
+    assert not done["changed"] and not done["reboot_required"] and done["loaded"] == "HMM off"
+    assert "uvm_disable_hmm=1 already comes from /etc/modprobe.d/nvidia-uvm-hmm.conf" in str(done["warnings"])

@@ -367,11 +367,12 @@ CATALOGUE = (
             "notes' known issue). Serving engines do not use HMM: turning it off costs them nothing."
         ),
         "remediation": (
-            "Add 'options nvidia_uvm uvm_disable_hmm=1' to /etc/modprobe.d/ (e.g. nvidia-uvm-hmm.conf), update the "
-            "initramfs when it loads nvidia_uvm, and reload nvidia_uvm with no GPU process running, or reboot."
+            "Add 'options nvidia_uvm uvm_disable_hmm=1' to /etc/modprobe.d/ (pvetune writes it with policy "
+            "nvidia_uvm_hmm_fix), update the initramfs when it loads nvidia_uvm, and reload nvidia_uvm with no GPU "
+            "process running, or reboot."
         ),
-        "fix_tag": "",
-        "reboot": "no",
+        "fix_tag": "nvidia",
+        "reboot": "when the loaded nvidia_uvm still runs HMM",
     },
     {
         "id": "iommu.mode",

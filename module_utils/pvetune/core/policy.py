@@ -333,6 +333,14 @@ POLICY_KEYS = (
         good=["auto", "off", "any"],
         bad=["on", "Auto", True, None, ""]),
     PolicyKey(
+        "nvidia_uvm_hmm_fix", False, boolean,
+        meaning=("Let fix.yml (tag nvidia) write /etc/modprobe.d/zz-pvetune-nvidia-uvm.conf (uvm_disable_hmm=1) where "
+                 "nvidia_uvm_hmm wants HMM off; effective when nvidia_uvm loads again (a reboot)."),
+        rule="`true` or `false`",
+        checks=("nvidia.uvm_hmm",),
+        good=[True, False],
+        bad=[1, "true", None]),
+    PolicyKey(
         "gpu_power_limit", "default", power_limit,
         meaning=("The power limit every GPU should run at: `default` (each GPU's own default limit) or watts "
                  "(a deliberate cap, e.g. 450)."),

@@ -405,11 +405,11 @@ def check_uvm_hmm(facts, policy):
     if hmm.get("configured"):
         return make_result(cid, policy, "pending", current, "uvm_disable_hmm=1 is set in %s but the loaded "
                            "nvidia_uvm still runs HMM: effective when nvidia_uvm reloads or at the next reboot" %
-                           hmm["configured_in"], evidence=ev)
+                           hmm["configured_in"], evidence=ev, reboot_required=True)
     status = "fail" if policy["nvidia_uvm_hmm"] == "off" else "warn"
     why = "; ".join(row["problem"] for row in rows) or "policy nvidia_uvm_hmm is off"
     return make_result(cid, policy, status, current, "HMM is on with driver %s (%s); expected %s" % (
-        version["version"], why, expected), evidence=ev)
+        version["version"], why, expected), evidence=ev, reboot_required=True)
 
 
 SECTIONS = (("nvidia", read_nvidia),)

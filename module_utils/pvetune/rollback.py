@@ -176,8 +176,9 @@ def restore_runtime(fsroot, runner, manifest, keys, check_mode):
             restore = pcie_acs_fix.restore if register == "acsctl" else pcie_fix.restore_devctl
             rec = restore(fsroot, runner, bdf, entry.get("original"), check_mode)
         elif key.startswith("gpu:"):
-            bdf = key.split(":", 1)[1].rsplit(":", 1)[0]
-            rec = gpu_fix.restore_power(fsroot, runner, bdf, entry.get("original"), check_mode)
+            bdf, setting = key.split(":", 1)[1].rsplit(":", 1)
+            restore = gpu_fix.restore_clocks if setting == "app_clocks" else gpu_fix.restore_power
+            rec = restore(fsroot, runner, bdf, entry.get("original"), check_mode)
         else:
             rec = restore_value(fsroot, key, entry, check_mode)
         rec.setdefault("key", key)

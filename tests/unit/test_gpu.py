@@ -101,8 +101,9 @@ SCENARIOS = [
     ("gpu.clocks", "pass", [], None, "default clocks, no hardware slowdown on any GPU", False),
     ("gpu.clocks", "fail", [setv(state(3, "clocks", "applications"), {"graphics": 1410, "memory": 2619})], None,
      "applications clocks 1410/2619 MHz, default 1980/2619 MHz: left by nvidia-smi -ac", False),
-    ("gpu.clocks", "fail", [setv(state(3, "events"), ["Applications Clocks Setting"])], None,
-     "the clock event reason 'Applications Clocks Setting' is active", False),
+    ("gpu.clocks", "warn", [setv(state(3, "events"), ["Applications Clocks Setting"])], None,
+     "the clock event reason 'Applications Clocks Setting' is active with the applications clocks at their "
+     "defaults: locked clocks", False),
     ("gpu.clocks", "warn", [setv(state(5, "throttle"), ["SW Power Cap", "HW Thermal Slowdown"]),
                             setv(state(5, "events"), ["SW Power Cap", "HW Thermal Slowdown"])], None,
      "held down by HW Thermal Slowdown: cooling, the PSU or the platform's power brake", False),
@@ -466,3 +467,24 @@ def test_hmm_fix_leaves_a_host_already_configured_alone(tmp_path):
     done = run_module("pvetune_nvidia_hmm", {"root": str(tree), "mode": "off"})
     assert not done["changed"] and not done["reboot_required"] and done["loaded"] == "HMM off"
     assert "uvm_disable_hmm=1 already comes from /etc/modprobe.d/nvidia-uvm-hmm.conf" in str(done["warnings"])
+
+
+def test_clocks_fix_resets_applications_clocks_and_rollback_sets_them_again(tmp_path):
+    from modharness import run_module
+    from test_lxcfix import calls, reset_calls, scratch
+    tree = scratch(tmp_path, host="pve-gpu03")                 # GPU 3 (0000:61:00.0) left at 1410 MHz graphics
+    reset_calls(tree)
+    args = {"root": str(tree), "run_id": "20261204T224000Z"}
+    check = run_module("pvetune_gpu_clocks", args, check_mode=True, diff=True)
+    assert check["changed"] and check["gpus"] == [{"bdf": "0000:61:00.0", "before": "14001,1410",
+                                                   "after": "14001,2430"}]
+    assert calls(tree) == []
+    done = run_module("pvetune_gpu_clocks", args)
+    assert done["changed"] and calls(tree) == [["nvidia-smi", "-i", "00000000:61:00.0", "-rac"]]
+    from checkcases import audit_tree
+    assert audit_tree(str(tree))[1]["gpu.clocks"]["status"] == "pass"
+    assert not run_module("pvetune_gpu_clocks", args)["changed"]
+    back = run_module("pvetune_rollback", {"root": str(tree)})
+    assert not back.get("failed"), back
+    assert calls(tree)[-1] == ["nvidia-smi", "-i", "00000000:61:00.0", "-ac", "14001,1410"]
+    assert audit_tree(str(tree))[1]["gpu.clocks"]["status"] == "fail"

@@ -542,8 +542,8 @@ CATALOGUE = (
         "id": "gpu.clocks",
         "concern": "gpu",
         "summary": (
-            "no applications clocks or locked clocks left set, no hardware clock event reason active (HW Slowdown, "
-            "HW Thermal, Power Brake, SW Thermal: advice)"
+            "no applications clocks left set (reset with policy `gpu_clocks_fix`), no sign of locked clocks, no "
+            "hardware clock event reason active (HW Slowdown, HW Thermal, Power Brake, SW Thermal: advice)"
         ),
         "title": "GPU clocks at their defaults, no hardware slowdown",
         "severity": "medium",
@@ -559,7 +559,7 @@ CATALOGUE = (
             "nvidia-smi -i <GPU> -rac (applications clocks), -rgc and -rmc (locked clocks). For hardware reasons: "
             "the GPU's cooling, the inlet temperature, the PSU and the platform's power brake."
         ),
-        "fix_tag": "",
+        "fix_tag": "gpu",
         "reboot": "no",
     },
     {

@@ -349,6 +349,14 @@ POLICY_KEYS = (
         good=["default", 450, 50, 2000],
         bad=["450", "450W", 49, 2001, 450.5, True, None, "max"]),
     PolicyKey(
+        "gpu_clocks_fix", False, boolean,
+        meaning=("Let fix.yml (tag gpu) reset applications clocks left set on a GPU (nvidia-smi -rac); off by default, "
+                 "a clock setting may be deliberate."),
+        rule="`true` or `false`",
+        checks=("gpu.clocks",),
+        good=[True, False],
+        bad=[1, "true", None]),
+    PolicyKey(
         "gpu_power_fix", False, boolean,
         meaning=("Let fix.yml (tag gpu) set each GPU below its gpu_power_limit to it (nvidia-smi -pl), and re-apply "
                  "it at every boot; off by default, a cap may be on purpose."),

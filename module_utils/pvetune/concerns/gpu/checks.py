@@ -118,6 +118,17 @@ def _worst(cid, policy, items, current, ok_message, evidence):
     return make_result(cid, policy, "pass", current, ok_message, items, evidence)
 
 
+def _per_gpu(cid, facts, policy, item, current, ok_message, counted):
+    """A check judged GPU by GPU from the nvidia-smi -q state: ``item(label, state)`` per host-owned GPU, the worst
+    decides; ``current(n counted, n)`` the current value, counting the items whose status is in ``counted``."""
+    gpus, states, labels, ev, early = _host_gpus(cid, facts, policy)
+    if early:
+        return early
+    items = [item(labels[g["bdf"]], states.get(g["bdf"])) for g in gpus]
+    bad = len([i for i in items if i["status"] in counted])
+    return _worst(cid, policy, items, current(bad, len(items)), ok_message, ev)
+
+
 def _watts(value):
     return "%g W" % value
 
@@ -157,16 +168,10 @@ def power_item(label, state, policy):
 
 
 def check_power_limit(facts, policy):
-    cid = "gpu.power_limit"
-    gpus, states, labels, ev, early = _host_gpus(cid, facts, policy)
-    if early:
-        return early
-    items = [power_item(labels[g["bdf"]], states.get(g["bdf"]), policy) for g in gpus]
-    capped = [i for i in items if i["status"] == "fail"]
-    current = "%d of %d GPUs below their %s limit" % (len(capped), len(items), policy["gpu_power_limit"])
-    return _worst(cid, policy, items, current, "every GPU at its %s power limit" % (
-        "default" if policy["gpu_power_limit"] == "default" else _watts(policy["gpu_power_limit"])), ev)
-
+    target = "default" if policy["gpu_power_limit"] == "default" else _watts(policy["gpu_power_limit"])
+    return _per_gpu("gpu.power_limit", facts, policy, lambda label, state: power_item(label, state, policy),
+                     lambda bad, n: "%d of %d GPUs below their %s limit" % (bad, n, policy["gpu_power_limit"]),
+                     "every GPU at its %s power limit" % target, ("fail",))
 
 # -- gpu.clocks --------------------------------------------------------------------------------------------------
 def _mhz(clocks):
@@ -186,9 +191,12 @@ def clocks_item(label, state):
             problems.append("applications clocks %s, default %s: left by nvidia-smi -ac (reset: nvidia-smi -rac)" % (
                 _mhz(app), _mhz(default)))
     if "Applications Clocks Setting" in state.get("events", ()) and not problems:
-        level = "fail"
-        problems.append("the clock event reason 'Applications Clocks Setting' is active: a clock setting (locked "
-                        "clocks, nvidia-smi -lgc/-lmc) holds the clocks (reset: nvidia-smi -rgc and -rmc)")
+        # nvidia-smi -q shows no locked clocks: with the applications clocks at their defaults, a lock is the likely
+        # setting behind the reason, not a certain one.
+        level = "warn"
+        problems.append("the clock event reason 'Applications Clocks Setting' is active with the applications "
+                        "clocks at their defaults: locked clocks (nvidia-smi -lgc/-lmc, which -q does not show) "
+                        "probably hold them (reset: nvidia-smi -rgc and -rmc)")
     hardware = [r for r in state.get("throttle", ()) if r in HARDWARE_REASONS]
     if hardware:
         level = "fail" if level == "fail" else "warn"
@@ -204,15 +212,9 @@ def clocks_item(label, state):
 
 
 def check_clocks(facts, policy):
-    cid = "gpu.clocks"
-    gpus, states, labels, ev, early = _host_gpus(cid, facts, policy)
-    if early:
-        return early
-    items = [clocks_item(labels[g["bdf"]], states.get(g["bdf"])) for g in gpus]
-    bad = [i for i in items if i["status"] in ("fail", "warn")]
-    current = "%d of %d GPUs with set clocks or a hardware slowdown" % (len(bad), len(items))
-    return _worst(cid, policy, items, current, "default clocks, no hardware slowdown on any GPU", ev)
-
+    return _per_gpu("gpu.clocks", facts, policy, clocks_item,
+                    lambda bad, n: "%d of %d GPUs with set clocks or a hardware slowdown" % (bad, n),
+                    "default clocks, no hardware slowdown on any GPU", ("fail", "warn"))
 
 # -- gpu.health --------------------------------------------------------------------------------------------------
 def _aer_findings(bdf, aer, where):

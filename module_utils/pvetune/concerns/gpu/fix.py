@@ -1,7 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, pvetune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The gpu.power_limit fix: each GPU below its target power limit is set to it with ``nvidia-smi -i <bus> -pl W``
+"""The gpu.power_limit and gpu.clocks fixes.
+
+gpu.power_limit: each GPU below its target power limit is set to it with ``nvidia-smi -i <bus> -pl W``
 (pvetune_gpu_power), again at every boot (``pvetune-boot gpu-power``: the limit does not survive a reboot or a
 driver reload), and put back by rollback.yml.
 
@@ -175,4 +177,86 @@ def restore_power(fsroot, runner, bdf, original, check_mode):
             rec["result"] = "restored" if got is not None and abs(got - watts) <= WATTS_SLACK else "failed"
         return rec
     except (ValueError, TypeError, FsError, RunFailed, CommandUnavailable) as exc:
+        return {"result": "failed", "message": str(exc)}
+
+
+# -- gpu.clocks: applications clocks left set (pvetune_gpu_clocks, opt-in policy gpu_clocks_fix) --------------------
+# nvidia-smi -rac puts them back to the defaults; a reboot or a driver reload does too, so no boot unit is needed.
+# Locked clocks (-lgc/-lmc) are not in nvidia-smi -q: they are advice only (gpu.clocks).
+def clocks_key(bdf):
+    return "gpu:%s:app_clocks" % bdf
+
+
+def _clock_pair(clocks):
+    """"memory,graphics" as nvidia-smi -ac takes them, or None."""
+    if clocks and clocks.get("memory") is not None and clocks.get("graphics") is not None:
+        return "%d,%d" % (clocks["memory"], clocks["graphics"])
+    return None
+
+
+def read_clocks(fsroot, runner):
+    """{bdf: {"bus_id", "applications", "default"}} ("memory,graphics" MHz or None) from nvidia-smi -q."""
+    state = read_state(fsroot, runner, smi=True)
+    smi = state.get("smi")
+    if not smi:
+        raise ValueError("nvidia-smi -q not read: %s" % state.get("smi_reason"))
+    return {bus[-12:]: {"bus_id": bus, "applications": _clock_pair((gpu.get("clocks") or {}).get("applications")),
+                        "default": _clock_pair((gpu.get("clocks") or {}).get("default_applications"))}
+            for bus, gpu in (smi.get("state") or {}).items() if _BUS.match(bus)}
+
+
+def _clocks_run(fsroot, runner, changes, request, warn):
+    try:
+        clocks = read_clocks(fsroot, runner)
+    except (ValueError, FsError) as exc:
+        raise RunFailed(str(exc))
+    todo = [(bdf, c) for bdf, c in sorted(clocks.items())
+            if c["applications"] and c["default"] and c["applications"] != c["default"]]
+    for bdf, c in todo:
+        changes.plan_runtime(clocks_key(bdf), "nvidia-smi:%s" % c["bus_id"], c["applications"], c["default"],
+                             shown=("gpu:%s applications clocks (memory,graphics MHz)" % bdf, c["applications"],
+                                    c["default"]))
+    if todo and not changes.check_mode:
+        if not runner.which("nvidia-smi"):
+            raise RunFailed("nvidia-smi is not available%s" % ("" if fsroot.live else " (no stand-in in the tree)"))
+        changes.apply()
+        for _bdf, c in todo:
+            rc, out, err = runner.run("nvidia-smi", ["-i", c["bus_id"], "-rac"])
+            if rc != 0:
+                raise RunFailed("nvidia-smi -i %s -rac exited %d: %s" % (c["bus_id"], rc, (err or out).strip()[:300]))
+        now = read_clocks(fsroot, runner)
+        left = [bdf for bdf, c in todo if now.get(bdf, {}).get("applications") != c["default"]]
+        if left:
+            raise RunFailed("applications clocks still not at their defaults after nvidia-smi -rac: %s" %
+                            ", ".join(left))
+    gpus = [{"bdf": bdf, "before": c["applications"], "after": c["default"]} for bdf, c in todo]
+    return {"changed": changes.changed, "gpus": gpus, "reboot_required": False, "changes": changes.summary()}
+
+
+def fix_clocks(params, run_command, check_mode, diff):
+    """pvetune_gpu_clocks's one call: (failed, result, warnings)."""
+    return fix_call(params, run_command, check_mode, diff, lambda params: {}, _clocks_run)
+
+
+def restore_clocks(fsroot, runner, bdf, original, check_mode):
+    """Rollback: the applications clocks back to the recorded "memory,graphics"; a runtime record."""
+    try:
+        if not re.match(r"\A[0-9]{1,6},[0-9]{1,6}\Z", str(original)):
+            raise ValueError("recorded applications clocks %r are not memory,graphics" % (original,))
+        gpu = read_clocks(fsroot, runner).get(bdf)
+        if gpu is None:
+            return {"result": "skipped", "message": "GPU %s not reported by nvidia-smi now" % bdf}
+        rec = {"before": gpu["applications"], "after": original}
+        if gpu["applications"] == original:
+            rec["result"] = "unchanged"
+        elif check_mode:
+            rec["result"] = "would restore"
+        else:
+            rc, out, err = runner.run("nvidia-smi", ["-i", gpu["bus_id"], "-ac", original])
+            got = (read_clocks(fsroot, runner).get(bdf) or {}).get("applications")
+            rec["result"] = "restored" if rc == 0 and got == original else "failed"
+            if rc != 0:
+                rec["message"] = (err or out).strip()[:300]
+        return rec
+    except (ValueError, FsError, RunFailed, CommandUnavailable) as exc:
         return {"result": "failed", "message": str(exc)}

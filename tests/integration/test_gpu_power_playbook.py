@@ -1,25 +1,23 @@
 """The power-limit fix through the playbooks (issue 30): pve-gpu05's GPU 2 is capped at 300 W of its 600 W default.
 `fix.yml --tags gpu --check --diff` with policy gpu_power_fix shows `power.limit 300 W -> 600 W` and changes nothing;
-the run sets it (nvidia-smi stand-in) and installs pvetune-gpu-power.service with its config; rollback.yml puts
-300 W back and removes the unit. Three playbook runs on one scratch host.
+the run sets it (nvidia-smi stand-in) and installs pvetune-gpu-power.service with its config, whose command (the
+installed helper) sets it again after a "reboot" put 300 W back; rollback.yml puts 300 W back and removes the unit.
+Three playbook runs on one scratch host.
 """
 import json
 import os
 import re
+import subprocess
+import sys
 
 from conftest import run_playbook, tree_digest
 from scratch_host import make_scratch
+from smitree import power_limits as limits
+from smitree import set_power_limit as set_limit
 from treeinventory import write_inventory
 
 CAPPED = "00000000:41:00.0"
 POLICY = {"pvetune_policy": {"gpu_power_fix": True}}
-
-
-def limits(root):
-    with open(os.path.join(root, ".pvetune/nvidia-smi-q.txt")) as handle:
-        text = handle.read()
-    return {bus.lower(): float(watts) for bus, watts in re.findall(
-        r"^GPU ([0-9A-F:.]+)\n(?:.*\n)*?\s+Current Power Limit\s+: ([0-9.]+) W", text, re.M)}
 
 
 def test_power_limit_check_fix_and_rollback(tmp_path):
@@ -50,6 +48,14 @@ def test_power_limit_check_fix_and_rollback(tmp_path):
         rec = json.load(handle)
     assert rec["changes"]["gpu"]["runtime"] and rec["after"]["gpu.power_limit"] == "pass"
     assert rec["failure"] is None
+
+    # A reboot loses the limit; the installed unit's command (the helper and library fix.yml put in the tree) sets it
+    # again. As at boot, but on the tree: --root, and the tree's nvidia-smi stand-in.
+    set_limit(root, CAPPED, 300.0)
+    boot = subprocess.run([sys.executable, os.path.join(root, "usr/local/sbin/pvetune-boot"), "--root", root,
+                           "gpu-power"], capture_output=True, text=True, check=False)
+    assert boot.returncode == 0, boot.stdout + boot.stderr
+    assert "0000:41:00.0: power.limit 300 W -> 600 W" in boot.stdout and limits(root)[CAPPED.lower()] == 600.0
 
     (tmp_path / "rollback").mkdir()
     back = run_playbook(tmp_path / "rollback", "rollback.yml", inventory=inventory, extravars={

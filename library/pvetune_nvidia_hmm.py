@@ -16,7 +16,7 @@ description:
     C(/etc/modprobe.d/) already sets (the audit's readers), and writes
     C(/etc/modprobe.d/zz-pvetune-nvidia-uvm.conf) (C(options nvidia_uvm uvm_disable_hmm=1)) when HMM should be off
     and no file sets it yet.
-  - O(mode=auto) wants HMM off where the driver branch is in the HMM issues table (docs/checks.md), O(mode=off)
+  - O(mode=auto) wants HMM off where the driver branch is in the HMM issues table (docs/checks.md), O(mode=disable)
     everywhere.
   - The option applies when nvidia_uvm loads. While the loaded module still runs HMM the result asks for a reboot
     (RV(reboot_required)); the rollout reboots only with C(pvetune_reboot_ok). rollback.yml removes the file.
@@ -25,10 +25,10 @@ author:
   - pvetune contributors (@pvetune)
 options:
   mode:
-    description: C(auto) or C(off), the policy key C(nvidia_uvm_hmm).
+    description: C(auto) or C(disable), the policy key C(nvidia_uvm_hmm).
     type: str
     default: auto
-    choices: [auto, "off"]
+    choices: [auto, disable]
 attributes:
   check_mode:
     support: full
@@ -84,7 +84,7 @@ from ansible.module_utils.pvetune.concerns.nvidia.fix import fix
 from ansible.module_utils.pvetune.core.module_common import FIX_ARGS
 from ansible.module_utils.pvetune.core.module_exit import finish
 
-ARGUMENT_SPEC = dict(FIX_ARGS, mode={"type": "str", "default": "auto", "choices": ["auto", "off"]})
+ARGUMENT_SPEC = dict(FIX_ARGS, mode={"type": "str", "default": "auto", "choices": ["auto", "disable"]})
 
 
 def main():

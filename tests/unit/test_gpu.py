@@ -379,3 +379,100 @@ def _run_command(argv, data=None, environ_update=None, **_kw):
     proc = subprocess.run(argv, input=data, env=dict(os.environ, **(environ_update or {})), capture_output=True,
                           text=True, check=False)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+# -- scripts/gpu_snapshot.py: a real GPU host's snapshot against nvidia-smi's own answers --------------------------
+SMI_QUERY_HEAD = ("pci.bus_id, driver_version, persistence_mode, power.limit [W], power.default_limit [W], "
+                  "power.max_limit [W], enforced.power.limit [W], clocks.applications.graphics [MHz], "
+                  "clocks.default_applications.graphics [MHz], ecc.errors.uncorrected.volatile.total, "
+                  "pcie.link.gen.current, pcie.link.width.current, compute_cap\n")
+
+
+def _snapshot_dir(tmp_path, capped_watts):
+    """pve-gpu05 packed as collect() packs a snapshot, and the --query-gpu answers of its eight GPUs."""
+    import subprocess
+    import sys
+    from ansible.module_utils.pvetune.collect import collect
+    from ansible.module_utils.pvetune.core.runner import Runner
+    demo = os.path.join(HERE, "..", "..", "demo", "snapshots", "pve-gpu05")
+    data, _info = collect(os.path.abspath(demo), lambda fsroot: Runner(fsroot, lambda *a, **k: (127, "", "")))
+    (tmp_path / "snap").mkdir(parents=True)
+    (tmp_path / "snap/snapshot.tar.gz").write_bytes(data)
+    rows = [SMI_QUERY_HEAD]
+    for bus in ("01", "21", "41", "61", "81", "a1", "c1", "e1"):
+        limit = capped_watts if bus == "41" else "600.00"
+        rows.append("00000000:%s:00.0, 580.95.05, Enabled, %s, 600.00, 600.00, %s, 2430, 2430, 0, 5, 16, 12.0\n" % (
+            bus.upper(), limit, limit))
+    (tmp_path / "snap/smi-query.csv").write_text("".join(rows))
+    script = os.path.join(HERE, "..", "..", "scripts", "gpu_snapshot.py")
+    return subprocess.run([sys.executable, script, "compare", str(tmp_path / "snap")], capture_output=True, text=True,
+                          check=False)
+
+
+def test_gpu_snapshot_compare_agrees_with_nvidia_smi_and_names_a_difference(tmp_path):
+    same = _snapshot_dir(tmp_path, "300.00")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "88 readings of 8 GPUs compared, 0 differ" in same.stdout
+    other = _snapshot_dir(tmp_path / "x", "450.00")
+    assert other.returncode == 1
+    assert "DIFF 0000:41:00.0 power.limit (enforced)" in other.stdout and "nvidia-smi 450.0" in other.stdout
+
+
+# -- the HMM fix (pvetune_nvidia_hmm) --------------------------------------------------------------------------------
+def test_hmm_fix_writes_the_modprobe_file_asks_for_a_reboot_and_rolls_back(tmp_path):
+    from ansible.module_utils.pvetune.concerns.nvidia.fix import CONF
+    from checkcases import audit_tree
+    from modharness import run_module
+    from test_lxcfix import scratch
+    tree = scratch(tmp_path)                                # pve-gpu01: 580.95.05, HMM on, nothing configured
+    args = {"root": str(tree), "run_id": "20261204T223000Z", "mode": "auto"}
+    check = run_module("pvetune_nvidia_hmm", args, check_mode=True, diff=True)
+    assert check["changed"] and check["wanted"] and "cuInit returns CUDA_ERROR_NOT_INITIALIZED" in check["why"]
+    assert "options nvidia_uvm uvm_disable_hmm=1" in check["diff"][0]["after"]
+    assert not os.path.exists(os.path.join(str(tree), CONF.lstrip("/")))
+    done = run_module("pvetune_nvidia_hmm", args)
+    assert done["changed"] and done["reboot_required"] and done["loaded"] == "HMM on"
+    res = audit_tree(str(tree))[1]["nvidia.uvm_hmm"]
+    assert res["status"] == "pending" and res["reboot_required"] and CONF in res["message"]
+    again = run_module("pvetune_nvidia_hmm", args)
+    assert not again["changed"] and again["reboot_required"]     # still waiting for the module to load again
+    back = run_module("pvetune_rollback", {"root": str(tree)})
+    assert not back.get("failed") and not os.path.exists(os.path.join(str(tree), CONF.lstrip("/")))
+    # a driver branch without known HMM issues: "auto" writes nothing, "disable" does
+    with open(os.path.join(str(tree), "proc/driver/nvidia/version")) as handle:
+        text = handle.read()
+    with open(os.path.join(str(tree), "proc/driver/nvidia/version"), "w") as handle:
+        handle.write(text.replace("580.95.05", "550.127.05"))
+    auto = run_module("pvetune_nvidia_hmm", dict(args, run_id="20261204T223100Z"), check_mode=True)
+    assert not auto["changed"] and not auto["wanted"] and auto["why"] == "driver 550.127.05 has no known HMM issue"
+    assert run_module("pvetune_nvidia_hmm", dict(args, mode="disable"), check_mode=True)["changed"]
+
+
+def test_hmm_fix_leaves_a_host_already_configured_alone(tmp_path):
+    from modharness import run_module
+    from test_lxcfix import scratch
+    tree = scratch(tmp_path, host="pve-gpu02")                 # HMM off, its own modprobe.d file
+    done = run_module("pvetune_nvidia_hmm", {"root": str(tree), "mode": "disable"})
+    assert not done["changed"] and not done["reboot_required"] and done["loaded"] == "HMM off"
+    assert "uvm_disable_hmm=1 already comes from /etc/modprobe.d/nvidia-uvm-hmm.conf" in str(done["warnings"])
+
+
+def test_clocks_fix_resets_applications_clocks_and_rollback_sets_them_again(tmp_path):
+    from modharness import run_module
+    from test_lxcfix import calls, reset_calls, scratch
+    tree = scratch(tmp_path, host="pve-gpu03")                 # GPU 3 (0000:61:00.0) left at 1410 MHz graphics
+    reset_calls(tree)
+    args = {"root": str(tree), "run_id": "20261204T224000Z"}
+    check = run_module("pvetune_gpu_clocks", args, check_mode=True, diff=True)
+    assert check["changed"] and check["gpus"] == [{"bdf": "0000:61:00.0", "before": "14001,1410",
+                                                   "after": "14001,2430"}]
+    assert calls(tree) == []
+    done = run_module("pvetune_gpu_clocks", args)
+    assert done["changed"] and calls(tree) == [["nvidia-smi", "-i", "00000000:61:00.0", "-rac"]]
+    from checkcases import audit_tree
+    assert audit_tree(str(tree))[1]["gpu.clocks"]["status"] == "pass"
+    assert not run_module("pvetune_gpu_clocks", args)["changed"]
+    back = run_module("pvetune_rollback", {"root": str(tree)})
+    assert not back.get("failed"), back
+    assert calls(tree)[-1] == ["nvidia-smi", "-i", "00000000:61:00.0", "-ac", "14001,1410"]
+    assert audit_tree(str(tree))[1]["gpu.clocks"]["status"] == "fail"

@@ -325,13 +325,14 @@ POLICY_KEYS = (
         good=[True, False],
         bad=[1, "false", None]),
     PolicyKey(
-        "nvidia_uvm_hmm", "auto", one_of("auto", "off", "any"),
-        meaning=("nvidia-uvm's HMM: `auto` wants it off where the driver branch is in the HMM issues table, `off` "
-                 "wants it off everywhere, `any` does not judge it."),
-        rule="`auto`, `off` or `any`",
+        "nvidia_uvm_hmm", "auto", one_of("auto", "disable", "any"),
+        meaning=("nvidia-uvm's HMM: `auto` wants it off where the driver branch is in the HMM issues table, "
+                 "`disable` wants it off everywhere, `any` does not judge it (not `off`: YAML reads an unquoted off "
+                 "as false)."),
+        rule="`auto`, `disable` or `any`",
         checks=("nvidia.uvm_hmm",),
-        good=["auto", "off", "any"],
-        bad=["on", "Auto", True, None, ""]),
+        good=["auto", "disable", "any"],
+        bad=["off", False, "on", "Auto", True, None, ""]),
     PolicyKey(
         "nvidia_uvm_hmm_fix", False, boolean,
         meaning=("Let fix.yml (tag nvidia) write /etc/modprobe.d/zz-pvetune-nvidia-uvm.conf (uvm_disable_hmm=1) where "

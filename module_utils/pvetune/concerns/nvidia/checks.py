@@ -386,7 +386,7 @@ def check_uvm_hmm(facts, policy):
     rows = hmm_issues(branch)
     for row in rows:
         ev.append("HMM issue of branch %d: %s (%s)" % (branch, row["problem"], row["source"]))
-    want_off = policy["nvidia_uvm_hmm"] == "off" or bool(rows)
+    want_off = policy["nvidia_uvm_hmm"] == "disable" or bool(rows)
     expected = "uvm_disable_hmm=Y" if want_off else "either"
     if hmm.get("error"):
         return make_result(cid, policy, "error", None, hmm["error"], evidence=ev)
@@ -406,8 +406,8 @@ def check_uvm_hmm(facts, policy):
         return make_result(cid, policy, "pending", current, "uvm_disable_hmm=1 is set in %s but the loaded "
                            "nvidia_uvm still runs HMM: effective when nvidia_uvm reloads or at the next reboot" %
                            hmm["configured_in"], evidence=ev, reboot_required=True)
-    status = "fail" if policy["nvidia_uvm_hmm"] == "off" else "warn"
-    why = "; ".join(row["problem"] for row in rows) or "policy nvidia_uvm_hmm is off"
+    status = "fail" if policy["nvidia_uvm_hmm"] == "disable" else "warn"
+    why = "; ".join(row["problem"] for row in rows) or "policy nvidia_uvm_hmm is disable"
     return make_result(cid, policy, status, current, "HMM is on with driver %s (%s); expected %s" % (
         version["version"], why, expected), evidence=ev, reboot_required=True)
 

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, pvetune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The nvidia.uvm_hmm fix (pvetune_nvidia_hmm, fix tag nvidia, opt-in policy nvidia_uvm_hmm_fix): one modprobe.d file
-that turns nvidia-uvm's HMM off where the policy wants it off (``off``: everywhere; ``auto``: where the driver branch
+that turns nvidia-uvm's HMM off where the policy wants it off (``disable``: everywhere; ``auto``: where the driver branch
 is in the HMM issues table).
 
 A module option applies when the module loads: the loaded nvidia_uvm keeps HMM until it is reloaded (no GPU process
@@ -29,7 +29,7 @@ TEXT = ("# Managed by pvetune (fix.yml --tags nvidia, check nvidia.uvm_hmm); rol
         "# docs/checks.md. Takes effect when nvidia_uvm loads (reboot, or modprobe -r nvidia_uvm with no GPU\n"
         "# process running). Serving engines do not use HMM.\n"
         "options nvidia_uvm uvm_disable_hmm=1\n")
-MODES = ("auto", "off")
+MODES = ("auto", "disable")
 
 
 def _validate(params):
@@ -48,8 +48,8 @@ def _run(fsroot, runner, changes, request, warn):
     if hmm.get("error"):
         raise RunFailed(hmm["error"])
     rows = hmm_issues(int(version["version"].split(".")[0])) if version else []
-    wanted = request["mode"] == "off" or bool(rows)
-    why = ("policy nvidia_uvm_hmm is off" if request["mode"] == "off" else
+    wanted = request["mode"] == "disable" or bool(rows)
+    why = ("policy nvidia_uvm_hmm is disable" if request["mode"] == "disable" else
            "; ".join(row["problem"] for row in rows) or "driver %s has no known HMM issue" % (
                (version or {}).get("version") or "not loaded"))
     if wanted and hmm.get("configured") is not True:

@@ -2,8 +2,8 @@
 # Copyright: (c) 2026, pvetune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The nvidia.uvm_hmm fix (pvetune_nvidia_hmm, fix tag nvidia, opt-in policy nvidia_uvm_hmm_fix): one modprobe.d file
-that turns nvidia-uvm's HMM off where the policy wants it off (``disable``: everywhere; ``auto``: where the driver branch
-is in the HMM issues table).
+that turns nvidia-uvm's HMM off where the policy wants it off (``disable``: everywhere; ``auto``: where the driver
+branch is in the HMM issues table).
 
 A module option applies when the module loads: the loaded nvidia_uvm keeps HMM until it is reloaded (no GPU process
 may run) or the host reboots, so the result asks for a reboot while the loaded module still runs HMM, and the audit

@@ -87,7 +87,8 @@ def test_demo_fleet_audit(demo_audit):
     gpu05 = {e["host"]: e["res"]["results"] for e in facts}["pve-gpu05"]
     assert statuses(gpu05) == dict(statuses({e["host"]: e["res"]["results"] for e in facts}["pve-gpu02"]),
                                    **{"cpu.governor": "fail", "cpu.epp": "fail", "cpu.cstates": "fail",
-                                      "boot.cmdline": "fail"})
+                                      "boot.cmdline": "fail", "gpu.power_limit": "fail",
+                                      "nvidia.persistence": "warn"})
     texts = json.dumps(gpu05)
     assert "amd_pstate=active" not in texts and "processor.max_cstate=1" not in texts
     assert "intel_idle.max_cstate=1" in {c["id"]: c for c in gpu05}["boot.cmdline"]["message"]

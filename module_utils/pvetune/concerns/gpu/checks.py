@@ -118,15 +118,25 @@ def _worst(cid, policy, items, current, ok_message, evidence):
     return make_result(cid, policy, "pass", current, ok_message, items, evidence)
 
 
-def _per_gpu(cid, facts, policy, item, current, ok_message, counted):
+def _per_gpu(cid, facts, policy, item, current, ok_message, counted, fix_key):
     """A check judged GPU by GPU from the nvidia-smi -q state: ``item(label, state)`` per host-owned GPU, the worst
-    decides; ``current(n counted, n)`` the current value, counting the items whose status is in ``counted``."""
+    decides; ``current(n counted, n)`` the current value, counting the items whose status is in ``counted``.
+
+    fix.yml answers for the result (its audit gate, the reports' fix command) only when the opt-in policy
+    ``fix_key`` is on and the fix can settle every problem (an item's ``_fixable``): a power brake, a hardware
+    slowdown or a lock nvidia-smi -q does not show are the operator's."""
     gpus, states, labels, ev, early = _host_gpus(cid, facts, policy)
     if early:
         return early
     items = [item(labels[g["bdf"]], states.get(g["bdf"])) for g in gpus]
+    fixable = policy[fix_key] and all(i.get("_fixable") for i in items if i["status"] in ("fail", "warn"))
+    for i in items:
+        i.pop("_fixable", None)
     bad = len([i for i in items if i["status"] in counted])
-    return _worst(cid, policy, items, current(bad, len(items)), ok_message, ev)
+    res = _worst(cid, policy, items, current(bad, len(items)), ok_message, ev)
+    if not fixable and res["status"] in ("fail", "warn"):
+        res["fix_tag"] = ""
+    return res
 
 
 def _watts(value):
@@ -157,6 +167,7 @@ def power_item(label, state, policy):
         item.update(status="warn", message="%s requested, %s enforced: the board or the platform (a power brake, "
                     "the PSU's signal) holds it lower" % (_watts(requested), _watts(limit)))
     elif limit < want - WATTS_SLACK:
+        item["_fixable"] = power.get("max") is None or want <= power["max"] + WATTS_SLACK
         item.update(status="fail", message="capped at %s, %s below %s%s: a capped GPU runs its tensor cores at "
                     "lower clocks" % (_watts(limit), _watts(want - limit), _watts(want), (
                         " (it may go up to %s)" % _watts(power["max"]) if power.get("max") else "")))
@@ -169,9 +180,13 @@ def power_item(label, state, policy):
 
 def check_power_limit(facts, policy):
     target = "default" if policy["gpu_power_limit"] == "default" else _watts(policy["gpu_power_limit"])
-    return _per_gpu("gpu.power_limit", facts, policy, lambda label, state: power_item(label, state, policy),
-                     lambda bad, n: "%d of %d GPUs below their %s limit" % (bad, n, policy["gpu_power_limit"]),
-                     "every GPU at its %s power limit" % target, ("fail",))
+
+    def current(bad, total):
+        return "%d of %d GPUs below their %s limit" % (bad, total, policy["gpu_power_limit"])
+
+    return _per_gpu("gpu.power_limit", facts, policy, lambda label, state: power_item(label, state, policy), current,
+                    "every GPU at its %s power limit" % target, ("fail",), "gpu_power_fix")
+
 
 # -- gpu.clocks --------------------------------------------------------------------------------------------------
 def _mhz(clocks):
@@ -208,13 +223,18 @@ def clocks_item(label, state):
     if problems and "SW Power Cap" in state.get("throttle", ()):
         problems.append("at its power limit now (SW Power Cap): see gpu.power_limit")
     item.update(status=level, message="; ".join(problems) or "default clocks, no hardware slowdown")
+    # pvetune_gpu_clocks resets applications clocks; a lock -q does not show and hardware reasons stay
+    item["_fixable"] = bool(app and default and app != default) and not hardware
     return item
 
 
 def check_clocks(facts, policy):
-    return _per_gpu("gpu.clocks", facts, policy, clocks_item,
-                    lambda bad, n: "%d of %d GPUs with set clocks or a hardware slowdown" % (bad, n),
-                    "default clocks, no hardware slowdown on any GPU", ("fail", "warn"))
+    def current(bad, total):
+        return "%d of %d GPUs with set clocks or a hardware slowdown" % (bad, total)
+
+    return _per_gpu("gpu.clocks", facts, policy, clocks_item, current,
+                    "default clocks, no hardware slowdown on any GPU", ("fail", "warn"), "gpu_clocks_fix")
+
 
 # -- gpu.health --------------------------------------------------------------------------------------------------
 def _aer_findings(bdf, aer, where):

@@ -403,13 +403,19 @@ def check_uvm_hmm(facts, policy):
         return make_result(cid, policy, "pass", current, why if want_off else "no known HMM issue in branch %d" %
                            branch, evidence=ev)
     if hmm.get("configured"):
-        return make_result(cid, policy, "pending", current, "uvm_disable_hmm=1 is set in %s but the loaded "
-                           "nvidia_uvm still runs HMM: effective when nvidia_uvm reloads or at the next reboot" %
-                           hmm["configured_in"], evidence=ev, reboot_required=True)
+        res = make_result(cid, policy, "pending", current, "uvm_disable_hmm=1 is set in %s but the loaded "
+                          "nvidia_uvm still runs HMM: effective when nvidia_uvm reloads or at the next reboot" %
+                          hmm["configured_in"], evidence=ev, reboot_required=True)
+        if not policy["nvidia_uvm_hmm_fix"]:
+            res["fix_tag"] = ""     # configured by hand: the operator's reboot, not one fix.yml plans
+        return res
     status = "fail" if policy["nvidia_uvm_hmm"] == "disable" else "warn"
     why = "; ".join(row["problem"] for row in rows) or "policy nvidia_uvm_hmm is disable"
-    return make_result(cid, policy, status, current, "HMM is on with driver %s (%s); expected %s" % (
+    res = make_result(cid, policy, status, current, "HMM is on with driver %s (%s); expected %s" % (
         version["version"], why, expected), evidence=ev, reboot_required=True)
+    if not policy["nvidia_uvm_hmm_fix"]:
+        res["fix_tag"] = ""         # fix.yml writes the modprobe.d file only with the opt-in policy
+    return res
 
 
 SECTIONS = (("nvidia", read_nvidia),)

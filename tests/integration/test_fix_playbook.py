@@ -57,8 +57,11 @@ def fleet(tmp_path_factory):
     roots = {}
     for host in HOSTS:
         roots[host] = make_scratch(host, os.path.join(base, host))
+    # The demo policy's opt-in GPU fixes (pve-gpu05's power cap, pve-gpu03's applications clocks) and ACS on pve-gpu04.
+    gpu_fixes = {"gpu_power_fix": True, "gpu_clocks_fix": True}
     inventory = write_inventory(os.path.join(base, "inventory.yml"), roots,
-                                host_vars={"pve-gpu04": {"pvetune_policy": {"pcie_acs_fix": True}}})
+                                group_vars={"pvetune_policy": gpu_fixes},
+                                host_vars={"pve-gpu04": {"pvetune_policy": dict(gpu_fixes, pcie_acs_fix=True)}})
     originals = {h: files_of(roots[h]) for h in HOSTS}
     return {"base": base, "roots": roots, "inventory": inventory, "originals": originals}
 
@@ -160,13 +163,16 @@ def test_1c_check_diff_on_the_demo_fleet_is_short_and_shows_every_change(check_r
     (test_1's run; moved here from test_operator_ux.py, where it ran the same command on the snapshots)."""
     assert check_run.rc == 0, check_run.stdout[-3000:]
     lines = check_run.stdout.splitlines()
-    assert len(lines) < 500, len(lines)  # five hosts (367 lines for four before pve-gpu04)
+    # five hosts (367 lines for four before pve-gpu04; 536 with the GPU power and clocks tasks)
+    assert len(lines) < 560, len(lines)
     text = check_run.stdout
     for expected in ("+kernel.numa_balancing = 0", "+pcie:0000:01:00.0 MaxReadReq = 4096 bytes (DevCtl 5137)",
                      "amd_pstate=active processor.max_cstate=1", "intel_idle.max_cstate=1",
                      "+pin: the newest 6.14 kernel, known after the install", "+pin: 6.14.8-2-pve",
                      "+lxc.cgroup2.devices.allow: c 509:* rwm", "+create /usr/local/sbin/pvetune-boot",
-                     "+amd_pstate:status = active", "energy_performance_preference = performance"):
+                     "+amd_pstate:status = active", "energy_performance_preference = performance",
+                     "+gpu:0000:41:00.0 power.limit = 600 W",
+                     "+gpu:0000:61:00.0 applications clocks (memory,graphics MHz) = 14001,2430"):
         assert expected in text, expected
     assert "def main" not in text and text.count("--- before: /etc/pve/nodes/pve-gpu01/lxc/101.conf") == 1
 
@@ -183,9 +189,10 @@ def test_2_fix_then_every_check_passes_or_is_pending(fleet, tmp_path):
         statuses = {c["id"]: c["status"] for c in host["checks"]}
         bad = {k: v for k, v in statuses.items() if v in ("fail", "error")}
         # pcie.link at idle is not pvetune's to fix, nor are a CT's CPU counts, quota and memory (pve-gpu01's CT
-        # 101) or a CT's own user-space driver (pve-gpu04's CT 105): their results say so (fix_tag "").
+        # 101), a CT's own user-space driver or CUDA runtime (pve-gpu04's CT 105, pve-gpu01's CT 101) or a GPU that
+        # fell off the bus (pve-gpu04): their results say so (fix_tag "").
         bad.pop("pcie.link", None)
-        for cid in ("lxc.resources", "nvidia.stack"):
+        for cid in ("lxc.resources", "nvidia.stack", "nvidia.compute_capability", "gpu.health"):
             if cid in bad:
                 assert [c["fix_tag"] for c in host["checks"] if c["id"] == cid] == [""], (host["host"], cid)
                 bad.pop(cid)
@@ -211,8 +218,11 @@ def test_2_fix_then_every_check_passes_or_is_pending(fleet, tmp_path):
     # The audit still fails exactly the CT problems the operator owns (no lxc_numa_pin in the demo policy).
     assert audit.rc == 2
     failing = {h["host"]: sorted(c["id"] for c in h["checks"] if c["status"] == "fail") for h in doc["hosts"]}
-    assert {h: f for h, f in failing.items() if f} == {"pve-gpu01": ["lxc.resources"],
-                                                      "pve-gpu04": ["lxc.resources", "nvidia.stack"]}
+    assert {h: f for h, f in failing.items() if f} == {"pve-gpu01": ["lxc.resources", "nvidia.compute_capability"],
+                                                      "pve-gpu04": ["gpu.health", "lxc.resources", "nvidia.stack"]}
+    # what the GPU fixes did: pve-gpu05's GPU 2 at its 600 W default again, pve-gpu03's GPU 3 at its default clocks
+    gpu03 = {c["id"]: c for c in [h for h in doc["hosts"] if h["host"] == "pve-gpu03"][0]["checks"]}
+    assert gpu05["gpu.power_limit"]["status"] == gpu03["gpu.clocks"]["status"] == "pass"
 
 
 def test_3_second_fix_run_changes_nothing(fleet, tmp_path):

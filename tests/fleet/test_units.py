@@ -6,6 +6,8 @@ import pytest
 from ansible.module_utils.pvetune.boot.units import SUBCOMMANDS
 
 HELPER = "/usr/local/sbin/pvetune-boot"
+# Units fix.yml installs only where the policy opts in (boot.yml): subcommand -> policy key.
+OPT_IN = {"gpu-power": "gpu_power_fix"}
 RUNTIME_MANIFEST = "/usr/local/lib/pvetune/MANIFEST.json"
 
 
@@ -29,9 +31,20 @@ def test_runtime_library_matches_its_manifest(fleet):
         RUNTIME_MANIFEST, "; ".join(bad))
 
 
+def opted_out(fleet, policy, sub):
+    """True for a unit the policy leaves out; it must then not be installed at all."""
+    if sub in OPT_IN and not policy[OPT_IN[sub]]:
+        unit = "/etc/systemd/system/pvetune-%s.service" % sub
+        assert not fleet.exists(unit), "%s is installed although policy %s is off" % (unit, OPT_IN[sub])
+        return True
+    return False
+
+
 @pytest.mark.parametrize("sub", SUBCOMMANDS)
-def test_boot_unit_installed_and_enabled(fleet, sub):
+def test_boot_unit_installed_and_enabled(fleet, policy, sub):
     unit = "pvetune-%s.service" % sub
+    if opted_out(fleet, policy, sub):
+        return
     text = fleet.read("/etc/systemd/system/" + unit)
     lines = [line.strip() for line in text.splitlines()]
     assert "Before=pve-guests.service" in lines, "%s is not ordered before pve-guests.service" % unit
@@ -51,10 +64,12 @@ def test_boot_unit_installed_and_enabled(fleet, sub):
 
 
 @pytest.mark.parametrize("sub", SUBCOMMANDS)
-def test_boot_unit_ran_at_this_boot(fleet, sub):
+def test_boot_unit_ran_at_this_boot(fleet, policy, sub):
     """On a live host systemd runs the unit; for a tree, only when this machine's systemd loads it
     (the Molecule host containers generate their units from the tree's)."""
     unit = "pvetune-%s.service" % sub
+    if opted_out(fleet, policy, sub):
+        pytest.skip("policy %s is off: no %s" % (OPT_IN[sub], unit))
     out = fleet.run("systemctl show -p LoadState -p ActiveState -p Result %s", unit).stdout
     props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     if props.get("LoadState") != "loaded":

@@ -1,8 +1,8 @@
 """The power-limit fix through the playbooks (issue 30): pve-gpu05's GPU 2 is capped at 300 W of its 600 W default.
-`fix.yml --tags gpu --check --diff` with policy gpu_power_fix shows `power.limit 300 W -> 600 W` and changes nothing;
-the run sets it (nvidia-smi stand-in) and installs pvetune-gpu-power.service with its config, whose command (the
-installed helper) sets it again after a "reboot" put 300 W back; rollback.yml puts 300 W back and removes the unit.
-Three playbook runs on one scratch host.
+Without the opt-in, `fix.yml --tags gpu` leaves it (a cap may be deliberate). With policy gpu_power_fix,
+`--check --diff` shows `power.limit 300 W -> 600 W` and changes nothing; the run sets it (nvidia-smi stand-in) and
+installs pvetune-gpu-power.service with its config, whose command (the installed helper) sets it again after a
+"reboot" put 300 W back; rollback.yml puts 300 W back and removes the unit. Four playbook runs on one scratch host.
 """
 import json
 import os
@@ -26,6 +26,14 @@ def test_power_limit_check_fix_and_rollback(tmp_path):
     reports = str(tmp_path / "reports")
     extra = dict(POLICY, pvetune_report_dir=reports)
     assert limits(root)[CAPPED.lower()] == 300.0
+
+    # Without the opt-in a cap may be deliberate: --tags gpu leaves it, installs nothing, the gate does not judge it.
+    (tmp_path / "optout").mkdir()
+    optout = run_playbook(tmp_path / "optout", "fix.yml", inventory=inventory, cmdline="--tags gpu",
+                          extravars={"pvetune_report_dir": reports})
+    assert optout.rc == 0, optout.stdout[-3000:]
+    assert limits(root)[CAPPED.lower()] == 300.0
+    assert not os.path.exists(os.path.join(root, "usr/local/sbin/pvetune-boot"))
     before = tree_digest(root)
 
     (tmp_path / "check").mkdir()

@@ -57,8 +57,9 @@ def test_power_limit_check_fix_and_rollback(tmp_path):
     assert rec["changes"]["gpu"]["runtime"] and rec["after"]["gpu.power_limit"] == "pass"
     assert rec["failure"] is None
 
-    # A reboot loses the limit; the installed unit's command (the helper and library fix.yml put in the tree) sets it
-    # again. As at boot, but on the tree: --root, and the tree's nvidia-smi stand-in.
+    # A reboot loses what -pl set: the GPU comes up at its default, or at what a boot-time tool caps it to again (here
+    # 300 W, the cap's author). The installed unit's command (the helper and library fix.yml put in the tree) sets the
+    # target again: as at boot, but on the tree (--root, and the tree's nvidia-smi stand-in).
     set_limit(root, CAPPED, 300.0)
     boot = subprocess.run([sys.executable, os.path.join(root, "usr/local/sbin/pvetune-boot"), "--root", root,
                            "gpu-power"], capture_output=True, text=True, check=False)

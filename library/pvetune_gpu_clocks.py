@@ -18,8 +18,8 @@ description:
   - Locked clocks (C(nvidia-smi -lgc/-lmc)) do not show in C(nvidia-smi -q) and are not touched.
   - Runtime only; the clocks before are recorded in C(/var/lib/pvetune/manifest.json) for rollback.yml, which sets
     them again with C(nvidia-smi -ac). A reboot resets applications clocks too, so no boot unit is installed.
-  - With O(root) other than C(/) nvidia-smi is taken from C(<root>/.pvetune/bin/) (a stand-in); without one the
-    module fails rather than pretend.
+  - With O(root) other than C(/) nvidia-smi is taken from C(<root>/.pvetune/bin/) when a stand-in is there, else
+    nothing is reset and RV(skipped_commands) says why.
 version_added: "0.1.0"
 author:
   - pvetune contributors (@pvetune)
@@ -61,6 +61,11 @@ changes:
   description: Planned or applied runtime changes; key C(gpu:<bdf>:app_clocks).
   returned: always
   type: dict
+skipped_commands:
+  description: Commands not run, with the reason (no nvidia-smi stand-in in a tree).
+  returned: always
+  type: list
+  elements: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule

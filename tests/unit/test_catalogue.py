@@ -3,6 +3,7 @@ import os
 
 import pytest
 from ansible.module_utils.pvetune import audit
+from ansible.module_utils.pvetune.core import catalogue
 from ansible.module_utils.pvetune.core.catalogue import CATALOGUE, SEVERITIES, SEVERITY_RANK, STATUSES
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.core.policy import merge_policy
@@ -103,3 +104,23 @@ def test_every_entry_has_the_fields_an_operator_reads():
                     "fix_tag", "reboot"):
             assert isinstance(entry.get(key), str), (entry["id"], key)
         assert entry["summary"] and "\n" not in entry["summary"], entry["id"]
+
+
+def test_the_catalogue_is_each_concerns_entries_in_the_one_order():
+    """Every concern's catalogue.py entry is in ORDER exactly once, carries its package as its concern, and an id
+    missing from ORDER, left over in it or in two concerns is refused by name."""
+    assert [c["id"] for c in CATALOGUE] == list(catalogue.ORDER)
+    for module in catalogue.CONCERN_CATALOGUES:
+        concern = module.__name__.split(".")[-2]
+        assert concern in audit.BY_NAME
+        for row in module.ENTRIES:
+            assert "concern" not in row and catalogue.BY_ID[row["id"]]["concern"] == concern
+    mods = catalogue.CONCERN_CATALOGUES
+    with pytest.raises(ValueError, match="differ: gpu.health"):
+        catalogue.build_catalogue(mods, catalogue.ORDER[:-1])
+    with pytest.raises(ValueError, match="differ: no.such"):
+        catalogue.build_catalogue(mods, catalogue.ORDER + ("no.such",))
+    with pytest.raises(ValueError, match="an id twice in ORDER"):
+        catalogue.build_catalogue(mods, catalogue.ORDER + ("gpu.clocks",))
+    with pytest.raises(ValueError, match="check gpu.power_limit is in the catalogue twice"):
+        catalogue.build_catalogue(mods + (mods[3],), catalogue.ORDER)

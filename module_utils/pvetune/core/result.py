@@ -35,6 +35,20 @@ def make_result(check_id, policy, status, current, message, items=None, evidence
     }
 
 
+def worst_of(check_id, policy, items, current, ok_message, evidence, skip_message=None):
+    """The result of a check judged item by item: the worst of fail, error and warn (its message every such item's
+    "name: message"), skip when there is no item to judge or every item skipped (``skip_message``, else the first
+    item's), else pass with ``ok_message``."""
+    for status in ("fail", "error", "warn"):
+        bad = [i for i in items if i["status"] == status]
+        if bad:
+            return make_result(check_id, policy, status, current, " | ".join(
+                "%s: %s" % (i["name"], i["message"]) for i in bad), items, evidence)
+    if all(i["status"] == "skip" for i in items) and (skip_message or items):
+        return make_result(check_id, policy, "skip", current, skip_message or items[0]["message"], items, evidence)
+    return make_result(check_id, policy, "pass", current, ok_message, items, evidence)
+
+
 def section_error(facts, section):
     data = facts.get(section)
     if isinstance(data, dict) and data.get("error"):

@@ -15,7 +15,7 @@ __metaclass__ = type
 
 from ansible.module_utils.pvetune.concerns.pcie.checks import gpu_functions, gpu_label, smi_indices
 from ansible.module_utils.pvetune.core.fsroot import SNAPSHOT_DIR, FsError
-from ansible.module_utils.pvetune.core.result import make_result, section_error
+from ansible.module_utils.pvetune.core.result import make_result, section_error, worst_of
 from ansible.module_utils.pvetune.formats.aer_stats import KINDS, parse_aer_counters
 from ansible.module_utils.pvetune.formats.kernel_xid import parse_xid_lines
 from ansible.module_utils.pvetune.tables.nvidia_xid import grade
@@ -86,6 +86,12 @@ def read_gpu(ctx):
 
 
 # -- shared by the evaluators ----------------------------------------------------------------------------------------
+def smi_states(facts):
+    """{bdf: runtime state} from the nvidia facts' nvidia-smi -q (bus ids 00000000:41:00.0 -> 0000:41:00.0)."""
+    smi = (facts.get("nvidia") or {}).get("smi") or {}
+    return {bus[-12:]: state for bus, state in (smi.get("state") or {}).items()}
+
+
 def _host_gpus(cid, facts, policy):
     """(host-owned GPUs, {bdf: smi state}, labels, evidence, None), or the skip/error result as the last item."""
     err = section_error(facts, "pci") or section_error(facts, "nvidia")
@@ -101,21 +107,9 @@ def _host_gpus(cid, facts, policy):
         return None, None, None, None, make_result(
             cid, policy, "skip", None, "nvidia-smi -q not read: %s" % (nv.get("smi_reason") or "no output"),
             evidence=ev)
-    states = {bus[-12:]: state for bus, state in (smi.get("state") or {}).items()}
     index = smi_indices(facts)
     labels = {g["bdf"]: gpu_label(g, index.get(g["bdf"])) for g in gpus}
-    return gpus, states, labels, ev, None
-
-
-def _worst(cid, policy, items, current, ok_message, evidence):
-    for status in ("fail", "error", "warn"):
-        bad = [i for i in items if i["status"] == status]
-        if bad:
-            return make_result(cid, policy, status, current, " | ".join(
-                "%s: %s" % (i["name"], i["message"]) for i in bad), items, evidence)
-    if items and all(i["status"] == "skip" for i in items):
-        return make_result(cid, policy, "skip", current, items[0]["message"], items, evidence)
-    return make_result(cid, policy, "pass", current, ok_message, items, evidence)
+    return gpus, smi_states(facts), labels, ev, None
 
 
 def _per_gpu(cid, facts, policy, item, current, ok_message, counted, fix_key):
@@ -133,7 +127,7 @@ def _per_gpu(cid, facts, policy, item, current, ok_message, counted, fix_key):
     for i in items:
         i.pop("_fixable", None)
     bad = len([i for i in items if i["status"] in counted])
-    res = _worst(cid, policy, items, current(bad, len(items)), ok_message, ev)
+    res = worst_of(cid, policy, items, current(bad, len(items)), ok_message, ev)
     if not fixable and res["status"] in ("fail", "warn"):
         res["fix_tag"] = ""
     return res
@@ -292,8 +286,7 @@ def check_health(facts, policy):
     ev = list(section.get("evidence") or [])
     if not gpus:
         return make_result(cid, policy, "skip", None, "no host-owned NVIDIA GPU", evidence=ev)
-    smi = (facts.get("nvidia") or {}).get("smi") or {}
-    states = {bus[-12:]: state for bus, state in (smi.get("state") or {}).items()}
+    states = smi_states(facts)
     index = smi_indices(facts)
     xids = list(section.get("xid") or ())
     items = []
@@ -318,8 +311,8 @@ def check_health(facts, policy):
                       "message": "Xid lines not read: %s" % section["xid_reason"]})
     bad = [i for i in items if i["status"] in ("fail", "warn")]
     current = "%d of %d GPUs with errors" % (len(bad), len(gpus))
-    return _worst(cid, policy, items, current, "no Xid errors, no uncorrectable PCIe or memory errors on %d GPUs" %
-                  len(gpus), ev)
+    ok = "no Xid errors, no uncorrectable PCIe or memory errors on %d GPUs" % len(gpus)
+    return worst_of(cid, policy, items, current, ok, ev)
 
 
 SECTIONS = (("gpu", read_gpu),)

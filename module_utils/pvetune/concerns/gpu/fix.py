@@ -41,15 +41,35 @@ def validate_target(value, what="power_limit"):
     raise ValueError("%s: %r is neither default nor watts from 50 to 2000" % (what, value))
 
 
-def read_limits(fsroot, runner):
-    """{bdf: {"bus_id", "power"}} of the GPUs nvidia-smi -q reports (the nvidia concern's reader); raises
+def read_gpus(fsroot, runner):
+    """{bdf: (bus id, runtime state)} of the GPUs nvidia-smi -q reports (the nvidia concern's reader); raises
     ValueError when nvidia-smi gives nothing."""
     state = read_state(fsroot, runner, smi=True)
     smi = state.get("smi")
     if not smi:
         raise ValueError("nvidia-smi -q not read: %s" % state.get("smi_reason"))
-    return {bus[-12:]: {"bus_id": bus, "power": gpu.get("power") or {}} for bus, gpu in (smi.get("state") or {}).items()
-            if _BUS.match(bus)}
+    return {bus[-12:]: (bus, gpu) for bus, gpu in (smi.get("state") or {}).items() if _BUS.match(bus)}
+
+
+def read_limits(fsroot, runner):
+    """{bdf: {"bus_id", "power"}}: each GPU's power readings (read_gpus)."""
+    gpus = read_gpus(fsroot, runner)
+    return {bdf: {"bus_id": bus, "power": gpu.get("power") or {}} for bdf, (bus, gpu) in gpus.items()}
+
+
+def nvidia_smi_or_skip(fsroot, runner, skipped, what):
+    """True when nvidia-smi can run; on a tree without its stand-in, False with the reason appended to ``skipped``
+    (nothing is set, as for every command a tree cannot run); on the live host without it, RunFailed."""
+    try:
+        if runner.which("nvidia-smi"):
+            return True
+    except CommandUnavailable as exc:
+        raise RunFailed(str(exc))
+    if fsroot.live:
+        raise RunFailed("nvidia-smi is not installed on this host")
+    skipped.append({"command": "nvidia-smi", "reason": "root is %s and it has no nvidia-smi stand-in: %s left as "
+                    "they are" % (fsroot.root, what)})
+    return False
 
 
 def plan(limits, target):
@@ -113,17 +133,8 @@ def _run(fsroot, runner, changes, request, warn):
         if step["action"] in ("hold", "unknown"):
             warn("%s: %s" % (step["bdf"], step["message"]))
     skipped = []
-    if todo and not changes.check_mode:
-        try:
-            available = runner.which("nvidia-smi")
-        except CommandUnavailable as exc:
-            raise RunFailed(str(exc), gpus=steps)
-        if not available:
-            if fsroot.live:
-                raise RunFailed("nvidia-smi is not installed on this host", gpus=steps)
-            skipped.append({"command": "nvidia-smi", "reason": "root is %s and it has no nvidia-smi stand-in: power "
-                            "limits left as they are" % fsroot.root})
-            changes.runtime, todo = [], []
+    if todo and not changes.check_mode and not nvidia_smi_or_skip(fsroot, runner, skipped, "power limits"):
+        changes.runtime, todo = [], []
     if todo and not changes.check_mode:
         changes.apply()        # the originals are in the manifest before the first limit changes
         _apply(fsroot, runner, todo)
@@ -195,14 +206,11 @@ def _clock_pair(clocks):
 
 
 def read_clocks(fsroot, runner):
-    """{bdf: {"bus_id", "applications", "default"}} ("memory,graphics" MHz or None) from nvidia-smi -q."""
-    state = read_state(fsroot, runner, smi=True)
-    smi = state.get("smi")
-    if not smi:
-        raise ValueError("nvidia-smi -q not read: %s" % state.get("smi_reason"))
-    return {bus[-12:]: {"bus_id": bus, "applications": _clock_pair((gpu.get("clocks") or {}).get("applications")),
-                        "default": _clock_pair((gpu.get("clocks") or {}).get("default_applications"))}
-            for bus, gpu in (smi.get("state") or {}).items() if _BUS.match(bus)}
+    """{bdf: {"bus_id", "applications", "default"}} ("memory,graphics" MHz or None): each GPU's applications clocks
+    (read_gpus)."""
+    return {bdf: {"bus_id": bus, "applications": _clock_pair((gpu.get("clocks") or {}).get("applications")),
+                  "default": _clock_pair((gpu.get("clocks") or {}).get("default_applications"))}
+            for bdf, (bus, gpu) in read_gpus(fsroot, runner).items()}
 
 
 def _clocks_run(fsroot, runner, changes, request, warn):
@@ -216,9 +224,10 @@ def _clocks_run(fsroot, runner, changes, request, warn):
         changes.plan_runtime(clocks_key(bdf), "nvidia-smi:%s" % c["bus_id"], c["applications"], c["default"],
                              shown=("gpu:%s applications clocks (memory,graphics MHz)" % bdf, c["applications"],
                                     c["default"]))
+    skipped = []
+    if todo and not changes.check_mode and not nvidia_smi_or_skip(fsroot, runner, skipped, "applications clocks"):
+        changes.runtime, todo = [], []
     if todo and not changes.check_mode:
-        if not runner.which("nvidia-smi"):
-            raise RunFailed("nvidia-smi is not available%s" % ("" if fsroot.live else " (no stand-in in the tree)"))
         changes.apply()
         for _bdf, c in todo:
             rc, out, err = runner.run("nvidia-smi", ["-i", c["bus_id"], "-rac"])
@@ -230,7 +239,8 @@ def _clocks_run(fsroot, runner, changes, request, warn):
             raise RunFailed("applications clocks still not at their defaults after nvidia-smi -rac: %s" %
                             ", ".join(left))
     gpus = [{"bdf": bdf, "before": c["applications"], "after": c["default"]} for bdf, c in todo]
-    return {"changed": changes.changed, "gpus": gpus, "reboot_required": False, "changes": changes.summary()}
+    return {"changed": changes.changed, "gpus": gpus, "reboot_required": False, "changes": changes.summary(),
+            "skipped_commands": skipped}
 
 
 def fix_clocks(params, run_command, check_mode, diff):

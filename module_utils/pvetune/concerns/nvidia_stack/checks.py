@@ -16,7 +16,7 @@ import re
 
 from ansible.module_utils.pvetune.concerns.nvidia.checks import CUDA_LIBS, DRIVER_LIBS
 from ansible.module_utils.pvetune.concerns.pcie.checks import gpu_functions
-from ansible.module_utils.pvetune.core.result import make_result, section_error
+from ansible.module_utils.pvetune.core.result import make_result, section_error, worst_of
 from ansible.module_utils.pvetune.tables.cuda_targets import FIRST_CUDA, compute_capability, version_tuple
 from ansible.module_utils.pvetune.tables.nvidia_generations import GENERATIONS, generation_of, min_driver, open_required
 
@@ -239,16 +239,9 @@ def check_compute_capability(facts, policy):
     items = [_cuda_item(ct, cc, need) for ct in runtime.get("cts") or ()]
     current = "GPUs sm_%s; %d GPU CTs with a CUDA runtime checked" % (
         cc.replace(".", ""), len([i for i in items if i["status"] != "skip"]))
-    for status in ("fail", "warn"):
-        bad = [i for i in items if i["status"] == status]
-        if bad:
-            return make_result(cid, policy, status, current, " | ".join("%s: %s" % (i["name"], i["message"])
-                                                                        for i in bad), items, ev)
-    if not items or all(i["status"] == "skip" for i in items):
-        return make_result(cid, policy, "skip", current, "no running GPU CT with a CUDA runtime in its library "
-                           "directories" if items else "no GPU CT", items, ev)
-    return make_result(cid, policy, "pass", current, "every checked GPU CT's CUDA runtime targets sm_%s" %
-                       cc.replace(".", ""), items, ev)
+    return worst_of(cid, policy, items, current, "every checked GPU CT's CUDA runtime targets sm_%s" %
+                    cc.replace(".", ""), ev, skip_message="no running GPU CT with a CUDA runtime in its library "
+                    "directories" if items else "no GPU CT")
 
 
 SECTIONS = ()

@@ -1,0 +1,41 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvetune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The lxcres concern's checks in the catalogue, as data.
+
+The fields are core/catalogue.py's; the entries' concern is this package's name, their place in every list
+core/catalogue.ORDER.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+ENTRIES = (
+    {
+        "id": "lxc.resources",
+        "summary": (
+            "per GPU CT, configured (the CT config) against effective (its cgroup, while it runs): CPUs on its GPUs' "
+            "NUMA nodes, >= 4 CPUs and >= 16 GiB per GPU (policy), no `cpulimit`, no swap; the pin is fixed with "
+            "policy `lxc_numa_pin` (`lxc.cgroup2.cpuset.cpus`, in place, pending until the CT restarts)"
+        ),
+        "title": "GPU CTs get CPUs on their GPUs' NUMA nodes, enough CPUs and memory, no CPU quota, no swap",
+        "severity": "high",
+        "expected": ("per GPU CT: CPUs on its GPUs' NUMA nodes, >= {lxc_min_cpus_per_gpu} CPUs and >= "
+                     "{lxc_min_memory_per_gpu} MiB per GPU, no cpulimit, swap 0"),
+        "rationale": (
+            "A CT's cgroup limits are invisible inside it: nproc and /proc/meminfo show the host. A serving engine "
+            "runs one busy host thread per GPU plus its NCCL proxy, tokenizer and scheduler; too few CPUs, a CPU "
+            "quota (cpulimit, throttled every 100 ms period) or CPUs on the other socket stall every kernel launch. "
+            "CUDA pins host memory for transfers and the engine loads weights through it; a small memory.max ends "
+            "in the OOM killer, and swap turns a memory shortfall into seconds-long stalls."
+        ),
+        "remediation": (
+            "In the CT config: cores >= the CPUs above, no cpulimit, memory >= the minimum, swap: 0, and "
+            "lxc.cgroup2.cpuset.cpus set to the CPUs of the GPUs' NUMA nodes (policy lxc_numa_pin lets pvetune "
+            "write it); restart the CT for it to take effect."
+        ),
+        "fix_tag": "lxc",
+        "reboot": "no",
+    },
+)

@@ -62,6 +62,12 @@ options:
         Omit to leave it.
       - A lower-case word offered by every policy that has EPP.
     type: str
+  boost:
+    description:
+      - Turn CPU boost (turbo) on (V(true)) or off on every file that decides it, in the kernel's precedence
+        C(intel_pstate/no_turbo), else every online policy's C(boost), else the global C(cpufreq/boost). Omit to
+        leave it.
+    type: bool
   require_runtime_mode:
     description:
       - Fail when the requested mode of the host's driver cannot be reached at runtime, instead of reporting it with
@@ -98,6 +104,7 @@ EXAMPLES = r"""
     intel_pstate_mode: active
     governor: performance
     epp: performance
+    boost: true
 """
 
 RETURN = r"""
@@ -195,6 +202,7 @@ ARGUMENT_SPEC = dict(
     intel_pstate_mode={"type": "str", "choices": ["active", "passive"]},
     governor={"type": "str"},
     epp={"type": "str"},
+    boost={"type": "bool"},
     require_runtime_mode={"type": "bool", "default": False},
 )
 

@@ -139,8 +139,17 @@ def write_host_cts(t, host, spec, gpu_bdfs):
     if host == "pve-gpu04":
         # CT 104 uses GPUs 0-3 (node 0) but its cpuset pins it to node 1; CT 105 still runs the user-space driver
         # of the release before the host's.
-        write_ct_runtime(t, 104, 6020, _cg("32-63,96-127", None, 131072, 0, "32-63,96-127"), HOST_DRIVER)
-        write_ct_runtime(t, 105, 5311, _cg("8-15,72-79", None, 65536, 0, "8-15,72-79"), OLD_DRIVER)
+        pids = running_cts(host)
+        write_ct_runtime(t, 104, pids[104], _cg("32-63,96-127", None, 131072, 0, "32-63,96-127"), HOST_DRIVER)
+        write_ct_runtime(t, 105, pids[105], _cg("8-15,72-79", None, 65536, 0, "8-15,72-79"), OLD_DRIVER)
+
+
+def running_cts(host):
+    """{vmid: init pid} of a demo host's running GPU CTs."""
+    pids = {101: CT101_PID}
+    if host == "pve-gpu04":
+        pids.update({104: 6020, 105: 5311})
+    return pids
 
 
 def extra_ct_configs(host):

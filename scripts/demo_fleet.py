@@ -52,6 +52,7 @@ sys.path.insert(0, os.path.join(TOP, "tests"))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 import modharness  # noqa: E402,F401  (makes ansible.module_utils.pvetune importable; no pytest needed)
 import demo_cts  # noqa: E402
+import demo_platform  # noqa: E402
 from pcibuild import build_config  # noqa: E402
 from scratch_host import install_runtime  # noqa: E402
 
@@ -121,7 +122,9 @@ HOSTS = {
                    "kernel.numa_balancing": "fail", "pcie.mrrs": "fail", "pcie.link": "warn", "pcie.acs": "skip",
                    "pcie.sriov": "skip", "kernel.version": "fail", "boot.cmdline": "fail", "lxc.gpu_devices": "fail",
                    "iommu.mode": "fail", "lxc.resources": "fail", "kernel.known_issues": "fail",
-                   "nvidia.uvm_hmm": "warn", "nvidia.compute_capability": "fail"},
+                   "nvidia.uvm_hmm": "warn", "nvidia.compute_capability": "fail", "cpu.boost": "fail",
+                   "mem.sysctl": "fail", "pcie.aspm": "fail", "irq.gpu_affinity": "warn", "lxc.shm_memlock": "warn",
+                   "storage.zfs_arc": "fail", "storage.weights": "warn", "storage.zfs_dataset": "skip"},
         "state": "before",
         "cpu": "epyc",
         "kernel": "6.8.12-4-pve",
@@ -149,6 +152,10 @@ HOSTS = {
         # nvidia_uvm runs HMM on a branch with known HMM failures; CT 101 ships CUDA 12.4, which predates sm_120.
         "hmm": "N",
         "ct_cuda": "12.4",
+        # 512 GiB, no modprobe.d ARC cap and a runtime one ZFS ignored; the models on NFS; the kernel's swappiness;
+        # boost off in the firmware's default; ASPM L1 on every GPU link; no irqbalance.
+        "ram_gib": 512, "arc": "runtime-ignored", "models": "nfs", "swappiness": "60", "boost": "0",
+        "aspm": "L1", "irqbalance": False,
     },
     "pve-gpu02": {
         "expect": {"pcie.acs": "skip", "pcie.sriov": "skip"},
@@ -172,12 +179,15 @@ HOSTS = {
         "iommu": "identity",
         "persistence": True,
         "pin": "6.14.8-2-pve",
+        "zfs_root": True,
+        # CT 101 started with lxc.prlimit.memlock: unlimited.
+        "memlock": "unlimited",
     },
     "pve-gpu03": {
         "expect": {"cpu.scaling_driver": "pending", "cpu.epp": "skip", "cpu.cstates": "pending", "pcie.acs": "skip",
                    "pcie.sriov": "skip", "kernel.version": "pending", "boot.cmdline": "pending",
                    "iommu.mode": "pending", "kernel.known_issues": "pending", "nvidia.uvm_hmm": "pending",
-                   "gpu.clocks": "fail"},
+                   "gpu.clocks": "fail", "cpu.boost": "skip", "lxc.shm_memlock": "warn"},
         "state": "half",
         "cpu": "epyc",
         "kernel": "6.8.12-4-pve",
@@ -206,7 +216,8 @@ HOSTS = {
     },
     "pve-gpu04": {
         "expect": {"pcie.acs": "fail", "pcie.bar1": "warn", "pcie.sriov": "skip", "boot.cmdline": "fail",
-                   "iommu.mode": "fail", "lxc.resources": "fail", "nvidia.stack": "fail", "gpu.health": "fail"},
+                   "iommu.mode": "fail", "lxc.resources": "fail", "nvidia.stack": "fail", "gpu.health": "fail",
+                   "lxc.shm_memlock": "warn", "storage.weights": "warn"},
         "state": "pcie",
         "cpu": "epyc",
         "kernel": "6.14.8-2-pve",
@@ -238,11 +249,14 @@ HOSTS = {
         "xid": {6: [("08:14:03", 79, "pid=48213, name=python3, GPU has fallen off the bus.")]},
         "aer": {(6, "dsp"): {"nonfatal": {"CmpltTO": 3}, "correctable": {"BadTLP": 41, "RxErr": 12}},
                 (6, "gpu"): {"correctable": {"BadDLLP": 7}}},
+        # One NVMe of the models pool trained at 8 GT/s of its 16 GT/s.
+        "slow_nvme": 3,
     },
     "pve-gpu05": {
         "expect": {"cpu.governor": "fail", "cpu.epp": "fail", "cpu.cstates": "fail", "pcie.acs": "skip",
                    "pcie.sriov": "skip", "boot.cmdline": "fail", "gpu.power_limit": "fail",
-                   "nvidia.persistence": "warn"},
+                   "nvidia.persistence": "warn", "mem.sysctl": "warn", "lxc.shm_memlock": "warn",
+                   "storage.zfs_dataset": "warn"},
         "state": "intel",
         "cpu": "xeon",
         "kernel": "6.14.8-2-pve",
@@ -266,6 +280,8 @@ HOSTS = {
         # GPU 2 was capped to 300 W (a power test left it); persistence set with nvidia-smi -pm 1, no daemon.
         "power_caps": {2: 300.0},
         "persistenced": False,
+        # 64 GiB reserved as 1 GiB huge pages for a VM that moved; the models dataset kept the default recordsize.
+        "hugepages_1g": 64, "models_recordsize": "128K",
     },
 }
 
@@ -513,7 +529,9 @@ def write_cpu_sysfs(t, spec):
         t.write(base + "/amd_pstate/status", spec["amd_pstate_status"] + "\n")
         t.write(base + "/amd_pstate/prefcore", "enabled\n" if spec["amd_pstate_status"] == "active" else "disabled\n")
     if driver == "acpi-cpufreq":
-        t.write(base + "/cpufreq/boost", "1\n")
+        t.write(base + "/cpufreq/boost", spec.get("boost", "1") + "\n")
+    # Per-policy boost: amd-pstate from 6.11 (the global file stays acpi-cpufreq's here).
+    policy_boost = driver.startswith("amd-pstate") and not spec["kernel"].startswith("6.8")
     for cpu in range(ncpu):
         cdir = "%s/cpu%d" % (base, cpu)
         if cpu:
@@ -532,6 +550,8 @@ def write_cpu_sysfs(t, spec):
         t.write(pdir + "/scaling_driver", driver + "\n")
         t.write(pdir + "/scaling_governor", spec["governor"] + "\n")
         t.write(pdir + "/scaling_setspeed", "<unsupported>\n")
+        if policy_boost:
+            t.write(pdir + "/boost", spec.get("boost", "1") + "\n")
         if driver == "acpi-cpufreq":
             t.write(pdir + "/cpuinfo_max_freq", "3000000\n")
             t.write(pdir + "/cpuinfo_min_freq", "1500000\n")
@@ -613,15 +633,17 @@ def pci_topology(spec):
             node, rb = 0 if sw < 2 else 1, int(root_bus, 16)
             rp = ("0000:%s:01.1" % root_bus, "rp", build_config(
                 port_id[0], port_id[1], 0x060400, header_type=1, mrrs=512, mps=256, devcap_mps=512,
-                lnkcap=("32GT/s", 16), buses=(rb, rb + 1, rb + 4), acs_ctrl=spec["switch_acs"]))
+                lnkcap=("32GT/s", 16), buses=(rb, rb + 1, rb + 4), acs_ctrl=spec["switch_acs"],
+                aspm=spec.get("aspm", "disabled")))
             usp = ("0000:%02x:00.0" % (rb + 1), "usp", build_config(
                 SWITCH_ID[0], SWITCH_ID[1], 0x060400, header_type=1, pcie_type=5, switch=True, mrrs=512,
-                devcap_mps=512, buses=(rb + 1, rb + 2, rb + 4)))
+                devcap_mps=512, buses=(rb + 1, rb + 2, rb + 4), aspm=spec.get("aspm", "disabled")))
             for k, dev in enumerate(("08.0", "10.0")):
                 idx, gbus = sw * 2 + k, rb + 3 + k
                 dsp = ("0000:%02x:%s" % (rb + 2, dev), "dsp", build_config(
                     SWITCH_ID[0], SWITCH_ID[1], 0x060400, header_type=1, pcie_type=6, switch=True, mrrs=512,
-                    devcap_mps=512, buses=(rb + 2, gbus, gbus), acs_ctrl=spec["switch_acs"]))
+                    devcap_mps=512, buses=(rb + 2, gbus, gbus), acs_ctrl=spec["switch_acs"],
+                    aspm=spec.get("aspm", "disabled")))
                 gpu = ("0000:%02x:00.0" % gbus, "gpu", gpu_config(spec, idx, rb, gbus))
                 out.append((idx, node, [rp, usp, dsp, gpu]))
         return out
@@ -630,7 +652,7 @@ def pci_topology(spec):
         rb, gb = int(root_bus, 16), int(bus, 16)
         rp = ("0000:%s:%s" % (root_bus, port), "rp", build_config(
             port_id[0], port_id[1], 0x060400, header_type=1, mrrs=512, mps=256, devcap_mps=512,
-            lnkcap=("32GT/s", 16), lnksta=(speed, width), buses=(rb, gb, gb)))
+            lnkcap=("32GT/s", 16), lnksta=(speed, width), buses=(rb, gb, gb), aspm=spec.get("aspm", "disabled")))
         out.append((idx, 0 if idx < 4 else 1, [rp, ("0000:%s:00.0" % bus, "gpu", gpu_config(spec, idx, rb, gb))]))
     return out
 
@@ -639,7 +661,8 @@ def gpu_config(spec, idx, root_bus, bus):
     speed, width = spec["lnksta"][idx]
     return build_config(0x10DE, GPU_DEVICE_ID, 0x030200, mrrs=spec["mrrs"], mps=256, devcap_mps=256,
                         lnkcap=("32GT/s", 16), lnksta=(speed, width), subsystem=GPU_SUBSYS,
-                        buses=(root_bus, bus, bus), bar1=(gpu_bar1(spec, idx), 128 << 30))
+                        buses=(root_bus, bus, bus), bar1=(gpu_bar1(spec, idx), 128 << 30),
+                        aspm=spec.get("aspm", "disabled"))
 
 
 def gpu_bar1(spec, idx):
@@ -908,6 +931,8 @@ SYSCTL_DROPIN = """\
 # Managed by pvetune (fix.yml); rollback.yml removes this file.
 # Do not edit: changes are overwritten on the next fix run.
 kernel.numa_balancing = 0
+vm.swappiness = 10
+vm.zone_reclaim_mode = 0
 """
 
 # What fix.yml's boot.yml passes to pvetune_runtime with the demo policy, as /etc/pvetune/<sub>.json.
@@ -915,6 +940,7 @@ FIXED_CONFIGS = {
     "/etc/pvetune/cpufreq.json": """\
 {
   "amd_pstate_mode": "active",
+  "boost": true,
   "epp": "performance",
   "governor": "performance",
   "intel_pstate_mode": "active"
@@ -1177,7 +1203,12 @@ def write_host(t, host, spec):
     t.write("/etc/pve/nodes/%s/lxc/102.conf" % host, ct_config_plain(102, "monitoring"))
     for ctid, text in sorted(demo_cts.extra_ct_configs(host).items()):
         t.write("/etc/pve/nodes/%s/lxc/%d.conf" % (host, ctid), text)
-    demo_cts.write_host_cts(t, host, spec, [path[-1][0] for _idx, _node, path in pci_topology(spec)])
+    topology = pci_topology(spec)
+    demo_cts.write_host_cts(t, host, spec, [path[-1][0] for _idx, _node, path in topology])
+    gpus = [(idx, path[-1][0], "/sys/devices/pci0000:%s/%s" % (path[0][0][5:7], "/".join(p[0] for p in path)), node)
+            for idx, node, path in topology]
+    demo_platform.write_platform(t, host, spec, gpus, demo_cts.running_cts(host), LAYOUTS[spec["cpu"]]["ncpu"],
+                                 {node: int(node_cpulist(spec, node).split("-")[0]) for node in (0, 1)})
     if spec["state"] == "after":
         t.write("/etc/pve/nodes/%s/lxc/103.conf" % host, ct_config_devn(103, "jupyter"))
         write_fixed_runtime(t)
@@ -1225,8 +1256,8 @@ def generate(out, hosts):
 STAMP = ".generated.json"  # beside the trees: <out>.generated.json
 # Every file the trees are made from: the generator's own modules (tests/unit/test_gather_demo.py checks
 # that these are all the clone's modules it loads), the runtime library it installs, stand-ins and data.
-GENERATOR_FILES = ("scripts/demo_fleet.py", "scripts/demo_cts.py", "scripts/scratch_host.py",
-                   "tests/pcibuild.py", "tests/modharness.py")
+GENERATOR_FILES = ("scripts/demo_fleet.py", "scripts/demo_cts.py", "scripts/demo_platform.py",
+                   "scripts/scratch_host.py", "tests/pcibuild.py", "tests/modharness.py")
 INPUT_DIRS = ("module_utils", "tests/standins", "tests/fixtures/realdata")
 
 

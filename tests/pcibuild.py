@@ -67,11 +67,14 @@ def is_nvidia_gpu(fn):
 
 
 # -- config space builder (fixtures, demo fleet) ------------------------------
+ASPM_BITS = {"disabled": 0, "L0s": 1, "L1": 2, "L0s L1": 3}
+
+
 def build_config(vendor_id, device_id, class_code, mrrs=512, mps=256, devcap_mps=512,
                  lnkcap=("32GT/s", 16), lnksta=("32GT/s", 16), size=4096, header_type=0,
                  extra=None, subsystem=None, revision=0xA1, multifunction=None, pcie_type=None,
                  devctl_flags=None, buses=(0x40, 0x41, 0x41), bar1=(128 << 30, 128 << 30), acs_ctrl=0x0001,
-                 switch=False):
+                 switch=False, aspm="L1"):
     """Build a realistic binary config space for test trees and the demo fleet.
 
     The layout is modelled on real dumps (tests/fixtures/realdata/SOURCES.md):
@@ -115,7 +118,8 @@ def build_config(vendor_id, device_id, class_code, mrrs=512, mps=256, devcap_mps
     (speed, width); a ``lnksta`` speed of None gives a link that is down (speed 0,
     width 0).  ``size`` truncates the image (64 = what an unprivileged sysfs read returns;
     256 = conventional space only).  ``extra`` maps offsets to bytes (or a single int
-    byte) written last, to inject faults.  Returns bytes.
+    byte) written last, to inject faults.  ``aspm`` is what LnkCtl enables: "L1" as the modelled dumps
+    (the linuxhw GA102 and its root port), "disabled", "L0s" or "L0s L1".  Returns bytes.
     """
     if header_type not in (0, 1):
         raise ValueError("header_type must be 0 (endpoint) or 1 (bridge), not %r" % (header_type,))
@@ -295,12 +299,12 @@ def build_config(vendor_id, device_id, class_code, mrrs=512, mps=256, devcap_mps
     if bridge:
         # ASPM L1, L1 exit <64us, LLActRep+ BwNot+ ASPMOptComp+
         lnkcap_val = cap_speed | (cap_width << 4) | (2 << 10) | (6 << 15) | (1 << 20) | (1 << 21) | (1 << 22)
-        lnkctl = 0x0042  # ASPM L1, CommClk+
+        lnkctl = 0x0040 | ASPM_BITS[aspm]  # ASPM L1 (as modelled), CommClk+
         lnksta_val = sta_speed | (sta_width << 4) | (1 << 12) | ((1 << 13) if sta_speed else 0)
     else:
         # ASPM L0s L1, L0s exit <512ns, L1 exit <16us, ClockPM+, ASPMOptComp+
         lnkcap_val = cap_speed | (cap_width << 4) | (3 << 10) | (3 << 12) | (4 << 15) | (1 << 18) | (1 << 22)
-        lnkctl = 0x0142  # ASPM L1, CommClk+, ClockPM+
+        lnkctl = 0x0140 | ASPM_BITS[aspm]  # ASPM L1 (as modelled), CommClk+, ClockPM+
         lnksta_val = sta_speed | (sta_width << 4) | (1 << 12)
     w32(exp + EXP_LNKCAP, lnkcap_val)
     w16(exp + EXP_LNKCTL, lnkctl)

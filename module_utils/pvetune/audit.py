@@ -23,13 +23,16 @@ from ansible.module_utils.pvetune.concerns.cstates import checks as cstates
 from ansible.module_utils.pvetune.concerns.gpu import checks as gpu
 from ansible.module_utils.pvetune.concerns.host import checks as host
 from ansible.module_utils.pvetune.concerns.iommu import checks as iommu
+from ansible.module_utils.pvetune.concerns.irq import checks as irq
 from ansible.module_utils.pvetune.concerns.kernel import checks as kernel
 from ansible.module_utils.pvetune.concerns.lxcgpu import checks as lxcgpu
 from ansible.module_utils.pvetune.concerns.lxcres import checks as lxcres
+from ansible.module_utils.pvetune.concerns.mem import checks as mem
 from ansible.module_utils.pvetune.concerns.numa import checks as numa
 from ansible.module_utils.pvetune.concerns.nvidia import checks as nvidia
 from ansible.module_utils.pvetune.concerns.nvidia_stack import checks as nvidia_stack
 from ansible.module_utils.pvetune.concerns.pcie import checks as pcie
+from ansible.module_utils.pvetune.concerns.storage import checks as storage
 from ansible.module_utils.pvetune.core import cpuprofile
 from ansible.module_utils.pvetune.core.catalogue import BY_ID, CATALOGUE
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
@@ -39,7 +42,8 @@ from ansible.module_utils.pvetune.core.runner import Runner
 from ansible.module_utils.pvetune.core.scope import run_scope
 
 # Gather order. The catalogue's "concern" of each check names one of these (held together by a test).
-CONCERNS = (host, cpufreq, cstates, bootargs, numa, pcie, kernel, nvidia, nvidia_stack, lxcgpu, lxcres, iommu, gpu)
+CONCERNS = (host, cpufreq, cstates, bootargs, numa, mem, pcie, irq, kernel, nvidia, nvidia_stack, lxcgpu, storage,
+            lxcres, iommu, gpu)
 BY_NAME = {c.__name__.split(".")[-2]: c for c in CONCERNS}  # concerns/<name>/checks.py
 
 

@@ -36,6 +36,7 @@ from ansible.module_utils.pvetune.core.runner import Runner
 from ansible.module_utils.pvetune.concerns.gpu import checks as gpu
 from ansible.module_utils.pvetune.concerns.lxcres import checks as lxcres
 from ansible.module_utils.pvetune.concerns.nvidia import checks as nvidia
+from ansible.module_utils.pvetune.concerns.storage import checks as storage
 from ansible.module_utils.pvetune.formats import dev_nodes, pci_ids
 
 SNAPSHOT_FORMAT = 1
@@ -282,6 +283,8 @@ def collect(fsroot_root, runner_factory, hostname=None, now=None):
     commands = {}
     for name, args, dest in (("nvidia-smi", nvidia.SMI_ARGS, nvidia.SMI_SNAPSHOT),
                              (gpu.XID_COMMAND[0], gpu.XID_COMMAND[1], gpu.XID_SNAPSHOT),
+                             (storage.ZFS_GET[0], list(storage.ZFS_GET[1]), storage.ZFS_GET_SNAPSHOT),
+                             (storage.ZPOOL_LIST[0], list(storage.ZPOOL_LIST[1]), storage.ZPOOL_LIST_SNAPSHOT),
                              ("proxmox-boot-tool", ["status"], "/.pvetune/proxmox-boot-tool-status.txt")):
         if not rec.live:
             packer.add_file(dest)

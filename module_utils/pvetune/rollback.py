@@ -31,6 +31,7 @@ from ansible.module_utils.pvetune.concerns.kernel import checks as kernel
 from ansible.module_utils.pvetune.concerns.gpu import fix as gpu_fix
 from ansible.module_utils.pvetune.concerns.pcie import acs_fix as pcie_acs_fix
 from ansible.module_utils.pvetune.concerns.pcie import fix as pcie_fix
+from ansible.module_utils.pvetune.concerns.storage import fix as storage_fix
 from ansible.module_utils.pvetune.core.changeset import ChangeError, ChangeSet, WriteFailed, sha256
 from ansible.module_utils.pvetune.core.fsroot import FsError, FsRoot
 from ansible.module_utils.pvetune.core.runner import RunFailed, Runner, run_or_restore
@@ -227,6 +228,14 @@ def _apply_files(fsroot, runner, changes, plan, refresh, result):
                            skipped=result["skipped_commands"], required=False)
         except RunFailed as exc:
             raise RunFailed(exc.msg, **result)
+    if storage_fix.CONF in plan["restored"] + plan["removed"] and storage_fix.root_on_zfs(fsroot):
+        # zfs loads from the initramfs when root is on ZFS: the next boot must not read the removed cap.
+        try:
+            run_or_restore(runner, None, storage_fix.INITRAMFS[0], storage_fix.INITRAMFS[1], None,
+                           commands=result["commands"], skipped=result["skipped_commands"], required=False)
+        except RunFailed as exc:
+            raise RunFailed("%s; %s is removed, but the initramfs keeps the ARC cap until update-initramfs -u -k all "
+                            "succeeds" % (exc.msg, storage_fix.CONF), **result)
     if any(path.startswith("/etc/systemd/system/") for path in plan["restored"] + plan["removed"]):
         try:
             run_or_restore(runner, None, "systemctl", ["daemon-reload"], None, commands=result["commands"],

@@ -342,8 +342,8 @@ SCENARIOS = [
                                        setv(("sysctl", "kernel.numa_balancing", "persisted"), None)], None,
      "numa_balancing is 1 at runtime", False),
     ("kernel.numa_balancing", "fail", [setv(("sysctl", "kernel.numa_balancing", "runtime"), "1")], None,
-     "numa_balancing is 1 at runtime although 0 is persisted (set it at runtime: sysctl -w kernel.numa_balancing=0)",
-     False),
+     "numa_balancing is 1 at runtime, not 0, although 0 is persisted (set it at runtime: sysctl -w "
+     "kernel.numa_balancing=0)", False),
     ("kernel.numa_balancing", "pass", [setv(("sysctl", "kernel.numa_balancing", "persisted"), None),
                                        args(BASE_EFF + ["numa_balancing=disable"],
                                             BASE_CONF + ["numa_balancing=disable"])],

@@ -152,9 +152,10 @@ def epp_policy(num, governor="powersave", epp="balance_power", cpus=None):
 # -- options ---------------------------------------------------------------------------
 def test_validate_config_accepts_the_policy_values():
     assert validate_config({"amd_pstate_mode": "active", "governor": "performance", "epp": "performance"}) == {
-        "amd_pstate_mode": "active", "intel_pstate_mode": None, "governor": "performance", "epp": "performance"}
+        "amd_pstate_mode": "active", "intel_pstate_mode": None, "governor": "performance", "epp": "performance",
+        "boost": None}
     assert validate_config({}) == {"amd_pstate_mode": None, "intel_pstate_mode": None, "governor": None,
-                                   "epp": None}
+                                   "epp": None, "boost": None}
     assert validate_config({"epp": "balance_performance"})["epp"] == "balance_performance"
 
 

@@ -9,6 +9,7 @@ either side shows up here first.  The runtime library on pve-gpu02 is what the r
 import hashlib
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -82,7 +83,13 @@ def test_boot_settings_are_the_demo_policy_as_render_config_writes_it(policy, su
 def test_sysctl_dropin_is_what_the_sysctl_fix_writes(policy, host):
     from ansible.module_utils.pvetune.formats.sysctl_conf import render_sysctl_dropin
 
-    expected = render_sysctl_dropin({"kernel.numa_balancing": str(policy["numa_balancing"])})
+    # The settings sysctl.yml passes, each "{{ pvetune_fix_policy.<key> }}", with the demo policy's values.
+    with open(os.path.join(TOP, "roles", "pvetune_fix", "tasks", "sysctl.yml")) as handle:
+        task = yaml.safe_load(handle)[0]
+    settings = task["pvetune_sysctl"]["settings"]
+    expected = render_sysctl_dropin({key: str(policy[re.search(r"pvetune_fix_policy\.(\w+)", value).group(1)])
+                                     for key, value in settings.items()})
+    assert len(settings) == 3
     assert demo_file("/etc/sysctl.d/90-pvetune.conf", host) == expected
 
 

@@ -61,7 +61,8 @@ def test_gpu01_fails_the_reference_checks(demo_results):
     fails = sorted(cid for cid, r in res.items() if r["status"] == "fail")
     assert fails == sorted(["cpu.scaling_driver", "cpu.cstates", "kernel.numa_balancing", "pcie.mrrs",
                             "kernel.version", "boot.cmdline", "lxc.gpu_devices", "iommu.mode", "lxc.resources",
-                            "kernel.known_issues", "nvidia.compute_capability"])
+                            "kernel.known_issues", "nvidia.compute_capability", "cpu.boost", "mem.sysctl",
+                            "pcie.aspm", "storage.zfs_arc"])
     assert res["cpu.scaling_driver"]["current"].startswith("acpi-cpufreq (128 policies)")
     assert "C2 (400us)" in res["cpu.cstates"]["message"]
     assert res["kernel.numa_balancing"]["current"] == "runtime 1, persisted no"
@@ -246,6 +247,10 @@ def replace_file(path, data):
         handle.write(data)
 
 
+# The checks that read the GPU CTs the LXC reader finds: an lxc section error is theirs too.
+LXC_READERS = {"storage.weights", "storage.zfs_dataset", "lxc.shm_memlock"}
+
+
 def assert_others_unchanged(res, intact, affected):
     others = {cid: r["status"] for cid, r in res.items() if cid not in affected}
     assert others == {cid: r["status"] for cid, r in intact.items() if cid not in affected}
@@ -298,7 +303,8 @@ def test_gpu_config_cut_to_64_bytes(copy_host, demo_results):
         assert items["0000:41:00.0"]["status"] == "error"
         assert sum(1 for i in items.values() if i["status"] == "pass") == 7
     assert "64 bytes" in res["pcie.mrrs"]["message"]
-    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"pcie.mrrs", "pcie.link"})
+    assert res["pcie.aspm"]["status"] == "error" and where in res["pcie.aspm"]["message"]
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"pcie.mrrs", "pcie.link", "pcie.aspm"})
 
 
 def test_gpu_config_cut_on_a_failing_host_keeps_the_fail(copy_host, demo_results):
@@ -331,8 +337,10 @@ def test_garbage_proc_devices(copy_host, demo_results, content):
     assert res["lxc.resources"]["status"] == "error" and "NVIDIA device state unavailable" in res["lxc.resources"][
         "message"]
     assert res["nvidia.compute_capability"]["status"] == "error"
+    # and so do the readers of the GPU CTs' storage, /dev/shm and limits
+    assert {res[c]["status"] for c in LXC_READERS} == {"error"}
     assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices", "lxc.resources",
-                                                                "nvidia.compute_capability"})
+                                                                "nvidia.compute_capability"} | LXC_READERS)
 
 
 def test_missing_proc_devices(copy_host, demo_results):
@@ -349,7 +357,8 @@ def test_missing_proc_devices(copy_host, demo_results):
                     "nvidia.compute_capability"}
     assert {res[c]["status"] for c in nvidia_state} == {"error"}
     assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices", "nvidia.driver",
-                                                                "lxc.resources", "nvidia.stack"} | nvidia_state)
+                                                                "lxc.resources", "nvidia.stack"} | nvidia_state
+                            | LXC_READERS)
 
 
 def test_ct_config_that_cannot_be_read_as_a_file(copy_host, demo_results):
@@ -362,7 +371,10 @@ def test_ct_config_that_cannot_be_read_as_a_file(copy_host, demo_results):
     assert lxc["status"] == "error"
     assert lxc["message"] == "CT 101: /etc/pve/lxc/101.conf: Is a directory"
     assert [(i["name"], i["status"]) for i in lxc["items"]] == [("CT 101", "error"), ("CT 103", "pass")]
-    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices"})
+    # an unreadable config may be a GPU CT's: the checks of the GPU CTs' storage and limits say so
+    for cid in LXC_READERS:
+        assert res[cid]["status"] == "error" and "CT 101: /etc/pve/lxc/101.conf: Is a directory" in res[cid]["message"]
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices"} | LXC_READERS)
 
 
 def test_ct_config_symlink_loop(copy_host, demo_results):
@@ -395,7 +407,8 @@ def test_ct_config_permission_denied(base_copy, public_tmp, demo_results):
     # an unprivileged reader also cannot read binary PCI config beyond 64 bytes on a real host, but the
     # tree's files are plain files: everything else reads as before
     assert errors == []
-    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices"})
+    assert {res[cid]["status"] for cid in LXC_READERS} == {"error"}
+    assert_others_unchanged(res, demo_results["pve-gpu02"][1], {"lxc.gpu_devices"} | LXC_READERS)
 
 
 def test_unreadable_cpufreq_policy(copy_host, demo_results):
@@ -432,8 +445,9 @@ def test_missing_cpuinfo_is_a_cpu_section_error(copy_host, demo_results):
     assert res["boot.cmdline"]["status"] == "error"
     assert res["boot.cmdline"]["message"] == ("cannot tell which CPU boot args this host needs: "
                                               "/proc/cpuinfo: No such file or directory")
+    assert res["cpu.boost"]["status"] == "error"
     assert_others_unchanged(res, demo_results["pve-gpu02"][1],
-                            {"cpu.scaling_driver", "cpu.governor", "cpu.epp", "boot.cmdline"})
+                            {"cpu.scaling_driver", "cpu.governor", "cpu.epp", "boot.cmdline", "cpu.boost"})
 
 
 def test_broken_copies_did_not_leak_into_the_shared_copy(base_copy):

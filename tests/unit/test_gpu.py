@@ -12,6 +12,7 @@ from ansible.module_utils.pvetune.concerns.nvidia import checks as nvidia
 from ansible.module_utils.pvetune.core.fsroot import FsRoot
 from ansible.module_utils.pvetune.formats.aer_stats import parse_aer_counters
 from ansible.module_utils.pvetune.formats.kernel_xid import parse_xid_lines
+from ansible.module_utils.pvetune.formats.modprobe_conf import option_values
 from ansible.module_utils.pvetune.formats.nvidia_smi_q import parse_gpu_state
 from ansible.module_utils.pvetune.tables.cuda_targets import compute_capability
 from checkcases import assert_scenario, scenario_id, setv
@@ -302,7 +303,10 @@ def test_hmm_and_persistenced_readers(tmp_path):
     (tmp_path / "proc/2187").mkdir(parents=True)
     (tmp_path / "proc/2187/comm").write_text("nvidia-persiste\n")
     assert nvidia.read_persistenced(root) == {"pid": 2187, "running": True}
-    assert nvidia.modprobe_option("options nvidia_uvm uvm_disable_hmm=yes\n", "nvidia_uvm", "uvm_disable_hmm") == []
+    assert option_values("options nvidia-uvm uvm_disable_hmm=yes # no\noptions nvidia x=1\n", "nvidia_uvm",
+                         "uvm_disable_hmm") == ["yes"]
+    (tmp_path / "etc/modprobe.d/zz-hmm.conf").write_text("options nvidia_uvm uvm_disable_hmm=yes\n")
+    assert nvidia.read_hmm(root)["configured"] is None
 
 
 # -- the power-limit fix (pvetune_gpu_power), its boot re-application and its rollback -----------------------------

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 from ansible.module_utils.pvetune.report import write as report
 from ansible.module_utils.pvetune.audit import evaluate
-from ansible.module_utils.pvetune.core.catalogue import CATALOGUE
+from ansible.module_utils.pvetune.core.catalogue import CATALOGUE, ORDER
 from ansible.module_utils.pvetune.core.policy import merge_policy
 from ansible.module_utils.pvetune.report.html_filter import filter_script
 from reportutil import MODULE_FAILED, STATUSES, UNREACHABLE, document, load_schema, parse_html, scripts, validate
@@ -81,6 +81,9 @@ def test_every_scenario_result_validates(schema):
     validate(doc, schema)
 
 
+MRRS_AT = ORDER.index("pcie.mrrs")     # a check with items on every demo host
+
+
 @pytest.mark.parametrize("breakage", [
     lambda d: d.update(schema_version=2),
     lambda d: d["hosts"][0]["checks"][0].update(status="ok"),
@@ -89,8 +92,8 @@ def test_every_scenario_result_validates(schema):
     lambda d: d["hosts"][0]["checks"][0].update(surprise=1),
     lambda d: d["hosts"][0]["checks"][0].update(reboot_required="yes"),
     lambda d: d["hosts"][0]["checks"][0].update(evidence="one string"),
-    lambda d: d["hosts"][0]["checks"][5]["items"][0].update(expected=4096),
-    lambda d: d["hosts"][0]["checks"][5]["items"][0].pop("message"),
+    lambda d: d["hosts"][0]["checks"][MRRS_AT]["items"][0].update(expected=4096),
+    lambda d: d["hosts"][0]["checks"][MRRS_AT]["items"][0].pop("message"),
     lambda d: d["hosts"][0]["summary"]["counts"].pop("pending"),
     lambda d: d["hosts"][0].update(reachable=None),
     lambda d: d["summary"].update(hosts=-1),
@@ -99,7 +102,7 @@ def test_every_scenario_result_validates(schema):
 ])
 def test_schema_rejects_malformed_documents(schema, demo_entries, breakage):
     doc = json.loads(json.dumps(document(demo_entries)))
-    assert doc["hosts"][0]["checks"][5]["id"] == "pcie.mrrs"
+    assert doc["hosts"][0]["checks"][MRRS_AT]["id"] == "pcie.mrrs"
     breakage(doc)
     with pytest.raises(jsonschema.ValidationError):
         validate(doc, schema)
@@ -260,8 +263,8 @@ def test_text_lists_failing_hosts(demo_entries):
     # The counts are the entries' own (whatever checks the catalogue has); the failing list names the reference
     # host's known problems.
     row = next(line for line in lines if line.startswith("pve-gpu01 "))
-    assert ("cpu.scaling_driver, cpu.cstates, kernel.numa_balancing, pcie.mrrs, boot.cmdline, lxc.gpu_devices, "
-            "lxc.resources, kernel.known_issues") in row
+    assert ("cpu.scaling_driver, cpu.cstates, cpu.boost, kernel.numa_balancing, pcie.mrrs, boot.cmdline, "
+            "lxc.gpu_devices, lxc.resources, kernel.known_issues") in row
     assert row.split()[1:7] == status_counts(demo_entries[0])
     row2 = next(line for line in lines if line.startswith("pve-gpu02 "))
     assert row2.split()[1:8] == status_counts(demo_entries[1]) + ["-"]
@@ -275,8 +278,9 @@ def test_text_details_list_non_passing_checks_worst_first(demo_entries):
     text = report.render_text(document(demo_entries))
     block = text.split("\npve-gpu03:\n", 1)[1].split("\n\n", 1)[0].splitlines()
     results = [line for line in block if not line.startswith("          fix: ")]
-    # the one failure (GPU 3's leftover applications clocks), then what waits for the reboot
-    assert results[0].startswith("  FAIL    gpu.clocks") and all(line.startswith("  PENDING ") for line in results[1:])
+    # the one failure (GPU 3's leftover applications clocks), then what waits for the reboot, then the CT's memlock
+    assert results[0].startswith("  FAIL    gpu.clocks") and all(line.startswith("  PENDING ") for line in results[1:-1])
+    assert results[-1].startswith("  WARN    lxc.shm_memlock")
     assert any("boot.cmdline" in line and line.endswith("[reboot]") for line in results)
     gpu01 = [line for line in text.split("\npve-gpu01:\n", 1)[1].split("\n\n", 1)[0].splitlines()
              if not line.startswith("          fix: ")]

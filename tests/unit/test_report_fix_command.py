@@ -134,7 +134,7 @@ def test_the_per_host_remediation_text_still_comes_from_the_cpu_profile(doc):
 def test_the_command_is_in_the_json_html_and_text(doc):
     validate(json.loads(report.render_json(doc)), load_schema())
     commands = {c["fix_command"] for c in checks_of(doc, "pve-gpu01").values() if c["fix_command"]}
-    assert len(commands) == 7
+    assert len(commands) == 8      # cpu.boost: --tags cpu alone (cpu.scaling_driver needs cmdline,cpu)
 
     page = parse_html(report.render_html(doc))
     shown = set()

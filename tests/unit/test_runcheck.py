@@ -57,7 +57,7 @@ def test_a_skip_tags_typo_is_warned_of_because_it_skips_nothing_and_molecules_ta
     res = check_run("fix", "gpu_hosts", HOSTS, HOSTS, ["all"], ["kernal", "molecule-notest", "notest"])
     assert not res["refused"]
     assert res["warnings"] == ["--skip-tags kernal names nothing fix.yml does, so it skips nothing (its tags are "
-                               "cmdline, cpu, gpu, kernel, lxc, nvidia, pcie, sysctl)"]
+                               "%s)" % ", ".join(catalogue.FIX_TAGS)]
     assert check_run("fix", "gpu_hosts", HOSTS, HOSTS, ["all"], ["molecule-notest", "notest"])["warnings"] == []
 
 

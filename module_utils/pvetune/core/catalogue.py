@@ -21,32 +21,39 @@ from ansible.module_utils.pvetune.concerns.cpufreq import catalogue as cpufreq
 from ansible.module_utils.pvetune.concerns.cstates import catalogue as cstates
 from ansible.module_utils.pvetune.concerns.gpu import catalogue as gpu
 from ansible.module_utils.pvetune.concerns.iommu import catalogue as iommu
+from ansible.module_utils.pvetune.concerns.irq import catalogue as irq
 from ansible.module_utils.pvetune.concerns.kernel import catalogue as kernel
 from ansible.module_utils.pvetune.concerns.lxcgpu import catalogue as lxcgpu
 from ansible.module_utils.pvetune.concerns.lxcres import catalogue as lxcres
+from ansible.module_utils.pvetune.concerns.mem import catalogue as mem
 from ansible.module_utils.pvetune.concerns.numa import catalogue as numa
 from ansible.module_utils.pvetune.concerns.nvidia import catalogue as nvidia
 from ansible.module_utils.pvetune.concerns.nvidia_stack import catalogue as nvidia_stack
 from ansible.module_utils.pvetune.concerns.pcie import catalogue as pcie
+from ansible.module_utils.pvetune.concerns.storage import catalogue as storage
 
 STATUSES = ("pass", "fail", "warn", "pending", "skip", "error")
 
 # Each concern's entries live beside its evaluators (concerns/<concern>/catalogue.py ENTRIES); the package's name
 # is the entries' concern.
-CONCERN_CATALOGUES = (bootargs, cpufreq, cstates, gpu, iommu, kernel, lxcgpu, lxcres, numa, nvidia, nvidia_stack, pcie)
+CONCERN_CATALOGUES = (bootargs, cpufreq, cstates, gpu, iommu, irq, kernel, lxcgpu, lxcres, mem, numa, nvidia,
+                      nvidia_stack, pcie, storage)
 # The order every list shows the checks in (reports, docs, tests, the fix record): each catalogue id once.
 ORDER = (
     "cpu.scaling_driver",
     "cpu.governor",
     "cpu.epp",
     "cpu.cstates",
+    "cpu.boost",
     "kernel.numa_balancing",
+    "mem.sysctl",
     "pcie.mrrs",
     "pcie.link",
     "pcie.topology",
     "pcie.acs",
     "pcie.bar1",
     "pcie.sriov",
+    "pcie.aspm",
     "kernel.version",
     "boot.cmdline",
     "lxc.gpu_devices",
@@ -55,13 +62,18 @@ ORDER = (
     "nvidia.uvm_hmm",
     "iommu.mode",
     "numa.gpu_locality",
+    "irq.gpu_affinity",
     "lxc.resources",
+    "lxc.shm_memlock",
     "nvidia.stack",
     "kernel.known_issues",
     "nvidia.compute_capability",
     "gpu.power_limit",
     "gpu.clocks",
     "gpu.health",
+    "storage.zfs_arc",
+    "storage.weights",
+    "storage.zfs_dataset",
 )
 
 

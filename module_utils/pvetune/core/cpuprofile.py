@@ -149,6 +149,30 @@ def _with_passthrough(args, policy, facts):
     return args + [PT_ARG]
 
 
+def _with_aspm(args, policy, facts):
+    """pcie_aspm.policy=performance after them where policy pcie_aspm_fix asks for it and a GPU link has ASPM on
+    (pcie.aspm), unless the list already names a pcie_aspm.policy."""
+    if not (policy.get("pcie_aspm_fix") and policy.get("pcie_aspm") != "any") or \
+            arg_key(ASPM_ARG) in {arg_key(a) for a in args} or not any(s for _g, _p, s in aspm_links(facts)):
+        return args
+    return args + [ASPM_ARG]
+
+
+def aspm_links(facts):
+    """[(gpu, its upstream port's bdf or None, the ASPM states enabled on its link: the union of both ends' LnkCtl)]
+    of every GPU; cpuprofile.for_host requires pcie_aspm.policy=performance (policy pcie_aspm_fix) where one is on."""
+    pci = facts.get("pci") or {}
+    out = []
+    for gpu in [f for f in pci.get("functions") or () if f.get("is_gpu")]:
+        chain = gpu.get("chain") or []
+        port = chain[-2] if len(chain) >= 2 else None
+        ends = [gpu.get("lnkctl_aspm"), ((pci.get("bridges") or {}).get(port) or {}).get("lnkctl_aspm")]
+        states = sorted({s for end in ends if end and end != "disabled" for s in end.split()})
+        out.append((gpu, port, states))
+    return out
+
+
+ASPM_ARG = "pcie_aspm.policy=performance"
 PT_ARG = "iommu=pt"
 TRANSLATED = ("DMA", "DMA-FQ")
 
@@ -191,7 +215,7 @@ def for_host(policy, facts):
     prof["template"] = _template_values(prof)
     out = dict(policy)
     out["host_cpu"] = prof
-    out["cmdline_required"] = _with_passthrough(cmdline_args(policy, prof), policy, facts)
+    out["cmdline_required"] = _with_aspm(_with_passthrough(cmdline_args(policy, prof), policy, facts), policy, facts)
     if prof["scaling_driver"]:
         out["scaling_driver"] = prof["scaling_driver"]
     return out

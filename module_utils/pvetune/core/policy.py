@@ -93,6 +93,11 @@ def power_limit(value):
     return None if ok else "must be default or watts, an integer from 50 to 2000"
 
 
+def arc_max(value):
+    ok = value == "auto" or (_is_int(value) and 64 <= value <= 1 << 24)
+    return None if ok else "must be auto or MiB, an integer from 64 to 16777216"
+
+
 def boolean(value):
     return None if isinstance(value, bool) else "must be true or false"
 
@@ -184,12 +189,34 @@ POLICY_KEYS = (
         good=[1, 2, 9],
         bad=[0, -1, 10, "1", 1.0, True, False, None, [1]]),
     PolicyKey(
+        "cpu_boost", True, boolean,
+        meaning=("Require CPU boost (turbo) on (cpu.boost); fix.yml (tag cpu) turns it on and pvetune-cpufreq.service "
+                 "at every boot. `false` does not judge boost and leaves it as it is."),
+        rule="`true` or `false`",
+        checks=("cpu.boost",),
+        good=[True, False],
+        bad=[1, "true", None]),
+    PolicyKey(
         "numa_balancing", 0, integer(0, 1, error="must be 0 or 1"),
         meaning="Required value of kernel.numa_balancing, at runtime and persisted in sysctl.d.",
         rule="the integer 0 or 1 (not a boolean, not a float, not a string)",
         checks=("kernel.numa_balancing",),
         good=[0, 1],
         bad=[2, -1, "0", 0.0, 1.0, True, False, None]),
+    PolicyKey(
+        "vm_swappiness", 10, integer(0, 200, error="must be an integer 0-200"),
+        meaning="Required vm.swappiness, at runtime and persisted in sysctl.d (mem.sysctl; fix.yml tag sysctl).",
+        rule="an integer 0-200 (the kernel's range)",
+        checks=("mem.sysctl",),
+        good=[0, 10, 60, 200],
+        bad=[-1, 201, "10", 10.0, True, None]),
+    PolicyKey(
+        "vm_zone_reclaim_mode", 0, integer(0, 7, error="must be an integer 0-7"),
+        meaning="Required vm.zone_reclaim_mode, at runtime and persisted in sysctl.d (mem.sysctl; fix.yml tag sysctl).",
+        rule="an integer 0-7 (the kernel's bits: 1 reclaim, 2 write dirty pages, 4 swap)",
+        checks=("mem.sysctl",),
+        good=[0, 1, 7],
+        bad=[-1, 8, "0", 0.0, False, None]),
     PolicyKey(
         "pcie_mrrs", 4096, integer_in(MRRS_SIZES, error="must be one of %s" % (MRRS_SIZES,)),
         meaning="PCIe Max Read Request Size, in bytes, every NVIDIA function must use.",
@@ -227,6 +254,23 @@ POLICY_KEYS = (
         checks=("pcie.acs",),
         good=[True, False],
         bad=[1, "true", "yes", None]),
+    PolicyKey(
+        "pcie_aspm", "disable", one_of("disable", "any", error="must be disable or any"),
+        meaning=("ASPM on the GPU links: `disable` fails L0s or L1 enabled on either end of a GPU's link (pcie.aspm), "
+                 "`any` does not judge it."),
+        rule="`disable` or `any`",
+        checks=("pcie.aspm",),
+        good=["disable", "any"],
+        bad=["off", False, "Disable", None, ""]),
+    PolicyKey(
+        "pcie_aspm_fix", False, boolean,
+        meaning=("Let fix.yml (tag cmdline) add `pcie_aspm.policy=performance` to the kernel command line where a GPU "
+                 "link has ASPM on (boot.cmdline then requires it); effective after the reboot. Off by default: it "
+                 "changes every link's power management."),
+        rule="`true` or `false`",
+        checks=("pcie.aspm", "boot.cmdline"),
+        good=[True, False],
+        bad=[1, "true", None]),
     PolicyKey(
         "iommu_passthrough", True, boolean,
         meaning=("Host-owned GPUs must sit in identity IOMMU domains: iommu.mode fails translated ones and "
@@ -317,6 +361,54 @@ POLICY_KEYS = (
         checks=("lxc.resources",),
         good=[True, False],
         bad=[1, "true", None]),
+    PolicyKey(
+        "lxc_min_shm_mib", 1024, integer(0, 1048576, error="must be MiB, an integer 0-1048576 (0 disables the check)"),
+        meaning=("/dev/shm (MiB) a running GPU CT needs (lxc.shm_memlock): NCCL's shared memory segments; NVIDIA's "
+                 "container guidance uses 1 GiB. A /dev/shm without a size (half of RAM) passes. 0 disables it."),
+        rule="an integer 0-1048576",
+        checks=("lxc.shm_memlock",),
+        good=[0, 1024, 1048576],
+        bad=[-1, 1048577, "1g", 1024.0, True, None]),
+    PolicyKey(
+        "lxc_memlock_unlimited", True, boolean,
+        meaning="Require unlimited locked memory (RLIMIT_MEMLOCK) for a running GPU CT's init (lxc.shm_memlock).",
+        rule="`true` or `false`",
+        checks=("lxc.shm_memlock",),
+        good=[True, False],
+        bad=[1, "true", None]),
+    PolicyKey(
+        "zfs_arc_max", "auto", arc_max,
+        meaning=("The ARC maximum storage.zfs_arc holds c_max to and the ARC fix sets: `auto` is the PVE 8.1+ "
+                 "installer's 10% of RAM, at most 16 GiB; or MiB."),
+        rule="`auto` or an integer from 64 to 16777216 (MiB)",
+        checks=("storage.zfs_arc",),
+        good=["auto", 64, 16384, 1 << 24],
+        bad=[63, (1 << 24) + 1, "16G", 16384.0, True, None, "max"]),
+    PolicyKey(
+        "zfs_arc_fix", False, boolean,
+        meaning=("Let fix.yml (tag zfs) write zfs_arc_min and zfs_arc_max to /etc/modprobe.d/zz-pvetune-zfs.conf and "
+                 "/sys/module/zfs/parameters (and update the initramfs with root on ZFS); off by default: the ARC "
+                 "size is the storage's."),
+        rule="`true` or `false`",
+        checks=("storage.zfs_arc",),
+        good=[True, False],
+        bad=[1, "true", None]),
+    PolicyKey(
+        "storage_read_ahead_kb", 4096, integer(0, 65536, error="must be KiB, an integer 0-65536 (0 disables)"),
+        meaning=("Least read_ahead_kb of the disks under a GPU CT's volumes that are not ZFS vdevs (storage.weights; "
+                 "TuneD's readahead=>4096). 0 disables it."),
+        rule="an integer 0-65536",
+        checks=("storage.weights",),
+        good=[0, 4096, 65536],
+        bad=[-1, 65537, "4096", 4096.0, True, None]),
+    PolicyKey(
+        "zfs_recordsize", 1024, integer_in(tuple(1 << n for n in range(2, 15)),
+                                           error="must be KiB, a power of two from 4 to 16384"),
+        meaning="Least recordsize (KiB) of the ZFS datasets GPU CTs read weights from (storage.zfs_dataset).",
+        rule="a power of two from 4 to 16384 (KiB; 1024 = 1M)",
+        checks=("storage.zfs_dataset",),
+        good=[128, 1024, 16384],
+        bad=[1000, 0, 32768, "1M", 1024.0, True, None]),
     PolicyKey(
         "nvidia_persistence", True, boolean,
         meaning="Require persistence mode on every GPU, held by nvidia-persistenced (nvidia.persistence).",

@@ -209,3 +209,23 @@ def run_or_restore(runner, changes, name, args, what, commands=None, skipped=Non
         raise RunFailed("%s failed (rc=%s)%s%s" % (shown, rc, ": " + detail[-1] if detail else "", suffix),
                         restored=restored)
     return rc, out, err
+
+
+def captured_output(fsroot, runner, command, snapshot, quiet_rcs=()):
+    """``(output or None, why not or None, where)`` of a read-only command the audit runs: on a live root the
+    command's stdout (``quiet_rcs``: exit codes that mean "nothing to report", as 1 of journalctl --grep), on a
+    snapshot the capture collect.yml made of it at ``snapshot`` (never run for a snapshot)."""
+    name, args = command
+    if not fsroot.live:
+        if not fsroot.isfile(snapshot):
+            return None, "snapshot has no %s" % snapshot, snapshot
+        return fsroot.read_text(snapshot), None, snapshot
+    where = " ".join([name] + list(args))
+    if not (runner and runner.which(name)):
+        return None, "%s not installed" % name, where
+    rc, out, err = runner.run(name, list(args))
+    if rc in quiet_rcs and not out.strip() and not err.strip():
+        return "", None, where
+    if rc != 0:
+        return None, "%s exited %d: %s" % (name, rc, (err or out).strip()[:200]), where
+    return out, None, where

@@ -203,7 +203,8 @@ def parse_config(data):
     extended list was cut short) and the PCI Express fields, all None when the function has
     no PCI Express capability: cap_exp, pcie_version, pcie_type, pcie_type_name, devcap,
     devcap_mps, flr_capable, devctl, mps, mrrs, lnkcap, lnkcap_speed, lnkcap_width,
-    lnksta, lnksta_speed, lnksta_width.  Sizes are bytes, speeds "2.5GT/s" ... "64GT/s"
+    lnksta, lnksta_speed, lnksta_width, lnkcap_aspm and lnkctl_aspm (ASPM states supported and enabled: "disabled",
+    "L0s", "L1", "L0s L1").  Sizes are bytes, speeds "2.5GT/s" ... "64GT/s"
     (None for reserved or zero codes, e.g. a link that is down).
 
     Raises PciConfigError when the data is too short, the function did not answer (all
@@ -255,6 +256,8 @@ def parse_config(data):
         "lnksta": None,
         "lnksta_speed": None,
         "lnksta_width": None,
+        "lnkcap_aspm": None,
+        "lnkctl_aspm": None,
     }
     if status & 0x0010:
         info["capabilities"] = _walk_capabilities(data, 0x14 if header_type == 2 else 0x34)
@@ -304,6 +307,7 @@ def _parse_exp(data, cap, info):
     devctl = _u16(data, cap + EXP_DEVCTL)
     lnkcap = _u32(data, cap + EXP_LNKCAP)
     lnksta = _u16(data, cap + EXP_LNKSTA)
+    lnkctl = _u16(data, cap + EXP_LNKCTL)
     pcie_type = (flags >> 4) & 0xF
     info.update({
         "cap_exp": cap,
@@ -322,7 +326,15 @@ def _parse_exp(data, cap, info):
         "lnksta": lnksta,
         "lnksta_speed": speed_name(lnksta & 0xF),
         "lnksta_width": (lnksta >> 4) & 0x3F,
+        # ASPM: LnkCap bits 11:10 (supported), LnkCtl bits 1:0 (enabled); bit 0 L0s, bit 1 L1 (PCIe base spec).
+        "lnkcap_aspm": aspm_name((lnkcap >> 10) & 0x3),
+        "lnkctl_aspm": aspm_name(lnkctl & 0x3),
     })
+
+
+def aspm_name(bits):
+    """"disabled", "L0s", "L1" or "L0s L1" for the two ASPM bits of LnkCap/LnkCtl."""
+    return " ".join(name for bit, name in ((1, "L0s"), (2, "L1")) if bits & bit) or "disabled"
 
 
 def _walk_ext_capabilities(data):

@@ -66,4 +66,28 @@ ENTRIES = (
         "fix_tag": "cpu",
         "reboot": "no",
     },
+    {
+        "id": "cpu.boost",
+        "summary": (
+            "CPU boost on (policy `cpu_boost`): every online policy's `boost`, else the global `cpufreq/boost`, "
+            "intel_pstate's `no_turbo` 0; amd_pstate `prefcore` and SMT as information"
+        ),
+        "title": "CPU boost (turbo) on",
+        "severity": "high",
+        "expected": "boost 1 (no_turbo 0 on intel_pstate)",
+        "rationale": (
+            "Without boost the cores run at their base clock: an EPYC 9335 at 3.0 GHz instead of up to 4.4 GHz, "
+            "and every host-side step of the serving loop (scheduling, sampling, tokenizing, kernel launches) takes "
+            "longer. TuneD's throughput-performance, accelerator-performance and latency-performance profiles set "
+            "boost=1 (redhat-performance/tuned, plugin_cpu.py writes policyN/boost); the kernel's cpufreq.rst "
+            "describes the global boost file, intel_pstate's no_turbo replaces it."
+        ),
+        "remediation": (
+            "Write 1 to /sys/devices/system/cpu/cpufreq/policy*/boost (or the global cpufreq/boost; 0 to "
+            "intel_pstate/no_turbo) and enable Core Performance Boost / Turbo in the firmware setup; pvetune-cpufreq."
+            "service re-applies it at boot."
+        ),
+        "fix_tag": "cpu",
+        "reboot": "no",
+    },
 )

@@ -23,6 +23,8 @@ from ansible.module_utils.pvetune.formats.cpu_list import parse_cpu_list
 def gather_cpu(fsroot):
     out = read_cpuinfo_identity(fsroot)
     out.update(read_cpufreq(fsroot))
+    out["boost"] = read_boost(fsroot, [{"dir": "%s/%s" % (CPUFREQ_DIR, name)} for name in sorted(
+        out["policies"], key=natural_key)])
     out["evidence"].insert(0, "/proc/cpuinfo: %s (%s)" % (out.get("model"), out.get("vendor")))
     return out
 
@@ -296,5 +298,57 @@ def read_cpufreq(fsroot):
     return out
 
 
+# -- boost ------------------------------------------------------------------------
+INTEL_NO_TURBO = CPU_DIR + "/intel_pstate/no_turbo"
+GLOBAL_BOOST = CPUFREQ_DIR + "/boost"
+AMD_PREFCORE = CPU_DIR + "/amd_pstate/prefcore"
+SMT_DIR = CPU_DIR + "/smt"
+
+
+def read_boost(fsroot, policies):
+    """Reader of the boost controls (the audit's "boost" key of the section "cpu", the fix and the boot helper):
+    ``files`` [(path, raw value, the value that means on)] of the files that decide it, in the kernel's precedence:
+    intel_pstate's no_turbo (it has no boost file), else the per-policy ``boost`` (6.6+, amd-pstate 6.11+), else
+    the global ``cpufreq/boost`` (acpi-cpufreq); and ``prefcore``, ``smt_control``, ``smt_active`` (information)."""
+    out = {"prefcore": fsroot.try_value(AMD_PREFCORE), "smt_control": fsroot.try_value(SMT_DIR + "/control"),
+           "smt_active": fsroot.try_value(SMT_DIR + "/active"), "files": []}
+    no_turbo = fsroot.try_value(INTEL_NO_TURBO)
+    if no_turbo is not None:
+        out["files"] = [(INTEL_NO_TURBO, no_turbo, "0")]
+        return out
+    per_policy = [(p["dir"] + "/boost", fsroot.try_value(p["dir"] + "/boost")) for p in policies]
+    out["files"] = [(path, raw, "1") for path, raw in per_policy if raw is not None]
+    if not out["files"]:
+        raw = fsroot.try_value(GLOBAL_BOOST)
+        out["files"] = [(GLOBAL_BOOST, raw, "1")] if raw is not None else []
+    return out
+
+
+def check_boost(facts, policy):
+    cid = "cpu.boost"
+    err = section_error(facts, "cpu")
+    if err:
+        return make_result(cid, policy, "error", None, err)
+    boost = facts["cpu"].get("boost") or {}
+    info = "; ".join("%s %s" % (k, boost[k]) for k in ("prefcore", "smt_control", "smt_active") if boost.get(k))
+    ev = ["%s = %s" % (path, raw) for path, raw, _on in (boost.get("files") or [])[:4]]
+    ev.append("information: %s" % (info or "no amd_pstate prefcore or SMT control files"))
+    if not policy["cpu_boost"]:
+        return make_result(cid, policy, "skip", None, "cpu_boost is off in the policy", evidence=ev)
+    files = boost.get("files") or []
+    if not files:
+        return make_result(cid, policy, "skip", None, "no boost control: the cpufreq driver has none (or a VM)",
+                           evidence=ev)
+    off = [path for path, raw, on in files if raw != on]
+    current = "%s on %d of %d" % (files[0][0].rsplit("/", 1)[-1], len(files) - len(off), len(files))
+    if off:
+        return make_result(cid, policy, "fail", current, "boost is off on %d of %d (%s): the cores stay at their base "
+                           "clock; write %s to %s (pvetune-cpufreq.service re-applies it at boot)" % (
+                               len(off), len(files), short_list(off, 2), files[0][2], files[0][0].rsplit("/", 1)[-1]),
+                           evidence=ev)
+    return make_result(cid, policy, "pass", current, "boost is on%s" % ("; " + info if info else ""), evidence=ev)
+
+
 SECTIONS = (("cpu", lambda ctx: gather_cpu(ctx.fsroot)),)
-CHECKS = {"cpu.scaling_driver": check_scaling_driver, "cpu.governor": check_governor, "cpu.epp": check_epp}
+CHECKS = {"cpu.scaling_driver": check_scaling_driver, "cpu.governor": check_governor, "cpu.epp": check_epp,
+          "cpu.boost": check_boost}

@@ -29,7 +29,7 @@ __metaclass__ = type
 import errno
 import re
 
-from ansible.module_utils.pvetune.concerns.cpufreq.checks import CPUFREQ_DIR
+from ansible.module_utils.pvetune.concerns.cpufreq.checks import CPUFREQ_DIR, read_boost
 from ansible.module_utils.pvetune.concerns.cpufreq.pstate_fix import (
     apply_mode,
     drivers,
@@ -50,7 +50,7 @@ EPP_FORCING = frozenset(row["epp_driver"] for row in PSTATE.values())
 # Governor and EPP names are single lower-case words; they are also checked against what
 # each policy offers.  The pattern keeps anything shell- or option-like out before that.
 NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
-CONFIG_KEYS = tuple(sorted(row["policy_key"] for row in PSTATE.values())) + ("governor", "epp")
+CONFIG_KEYS = tuple(sorted(row["policy_key"] for row in PSTATE.values())) + ("governor", "epp", "boost")
 
 GOVERNOR_FILE = "scaling_governor"
 EPP_FILE = "energy_performance_preference"
@@ -81,7 +81,9 @@ def validate_config(config):
         raise CpufreqError("unknown cpufreq configuration key(s): %s (known: %s)"
                            % (", ".join(str(k) for k in unknown), ", ".join(CONFIG_KEYS)))
     out = {"governor": validate_name(config.get("governor"), "governor"),
-           "epp": validate_name(config.get("epp"), "epp")}
+           "epp": validate_name(config.get("epp"), "epp"), "boost": config.get("boost")}
+    if out["boost"] not in (None, True, False):
+        raise CpufreqError("boost must be true, false or omitted, not %r" % (out["boost"],))
     for row in PSTATE.values():
         key, mode = row["policy_key"], config.get(row["policy_key"])
         if mode is not None and mode not in row["modes"]:
@@ -151,6 +153,42 @@ def plan_policies(state, governor=None, epp=None):
             step["write"] = not forced
             plan["epp"].append(step)
     return plan
+
+
+def plan_boost(fsroot, state, boost):
+    """Steps that turn boost on (``boost`` true) or off on every file read_boost names: [{"key", "path", "before",
+    "after"}]; per-policy files only for online policies (the kernel refuses writes to the others)."""
+    if boost is None:
+        return []
+    online = {pol["dir"] for pol in state["policies"] if pol["online"]}
+    steps = []
+    for path, before, on in read_boost(fsroot, [{"dir": d} for d in sorted(online)])["files"]:
+        after = on if boost else {"0": "1", "1": "0"}[on]
+        if before != after:
+            name = path.rsplit("/", 2)
+            steps.append({"key": "cpufreq:%s:%s" % (name[1], name[2]) if name[1].startswith("policy")
+                          else "cpufreq:%s" % name[2], "path": path, "before": before, "after": after})
+    return steps
+
+
+def write_boost(fsroot, steps, writer=write_sysfs):
+    """Write the boost steps, each read back; returns [failure message]."""
+    failures = []
+    for step in steps:
+        try:
+            writer(fsroot, step["path"], step["after"])
+        except (OSError, IOError, FsError) as exc:
+            failures.append("writing %s to %s failed: %s" % (step["after"], step["path"], reason(exc)))
+            continue
+        got = fsroot.try_value(step["path"])
+        if got != step["after"]:
+            failures.append("%s reads %r after writing %s" % (step["path"], got, step["after"]))
+    return failures
+
+
+def describe_boost(steps):
+    return ["boost %s -> %s on %d file(s) (%s)" % (steps[0]["before"], steps[0]["after"], len(steps),
+                                                  steps[0]["path"])] if steps else []
 
 
 def _step(pol, attribute, before, after):
@@ -289,8 +327,9 @@ def boot_apply(fsroot, runner, config, writer=write_sysfs):
         messages.append("EPP not set on policy %s: %s" % (item["policies"], item["reason"]))
     if plan["errors"]:
         return False, messages + ["not applied: %s" % e for e in plan["errors"]]
-    failures = apply_policies(fsroot, plan, writer)
-    messages.extend(describe(group_steps(plan["governor"] + plan["epp"])))
+    boost = plan_boost(fsroot, state, cfg["boost"])
+    failures = apply_policies(fsroot, plan, writer) + write_boost(fsroot, boost, writer)
+    messages.extend(describe(group_steps(plan["governor"] + plan["epp"])) + describe_boost(boost))
     if failures:
         return False, messages + failures
     wanted = ["%s %s" % (k, cfg[k]) for k in ("governor", "epp") if cfg[k] is not None]
@@ -358,9 +397,12 @@ def _apply(fsroot, mode_changes, policy_changes, cfg, check_mode, require_runtim
     for pstep in plan["governor"] + plan["epp"]:
         policy_changes.plan_runtime("cpufreq:%s:%s" % (pstep["policy"], pstep["attribute"]), pstep["path"],
                                     pstep["before"], pstep["after"])
+    plan["boost"] = plan_boost(fsroot, state, cfg["boost"])
+    for bstep in plan["boost"]:
+        policy_changes.plan_runtime(bstep["key"], bstep["path"], bstep["before"], bstep["after"])
     if not check_mode:
         policy_changes.apply()
-        failures = apply_policies(fsroot, plan)
+        failures = apply_policies(fsroot, plan) + write_boost(fsroot, plan["boost"])
         state = read_state(fsroot)
         if failures:
             raise _Failed("cpufreq: %d write(s) failed: %s" % (len(failures), "; ".join(failures[:8])),
@@ -390,7 +432,7 @@ def fix(params, run_command, check_mode, diff):
     groups = group_steps(plan["governor"] + plan["epp"])
     skipped = group_reasons(plan["skipped"])
     epp_skipped = group_reasons(plan["epp_skipped"])
-    messages.extend(describe(groups))
+    messages.extend(describe(groups) + describe_boost(plan["boost"]))
     messages.extend("skipped policy %s: %s" % (s["policies"], s["reason"]) for s in skipped)
     messages.extend("EPP not set on policy %s: %s" % (s["policies"], s["reason"]) for s in epp_skipped)
     summary, entries = _summary(mode_changes, policy_changes, step)

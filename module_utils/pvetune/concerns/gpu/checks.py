@@ -15,6 +15,7 @@ __metaclass__ = type
 
 from ansible.module_utils.pvetune.concerns.pcie.checks import gpu_functions, gpu_label, smi_indices
 from ansible.module_utils.pvetune.core.fsroot import SNAPSHOT_DIR, FsError
+from ansible.module_utils.pvetune.core.runner import captured_output
 from ansible.module_utils.pvetune.core.result import make_result, section_error, worst_of
 from ansible.module_utils.pvetune.formats.aer_stats import KINDS, parse_aer_counters
 from ansible.module_utils.pvetune.formats.kernel_xid import parse_xid_lines
@@ -33,20 +34,10 @@ WATTS_SLACK = 0.5
 
 def read_xid(fsroot, runner):
     """``(parse_xid_lines() of this boot's kernel log, why it could not be read or None, where it came from)``."""
-    if not fsroot.live:
-        if not fsroot.isfile(XID_SNAPSHOT):
-            return [], "snapshot has no %s" % XID_SNAPSHOT, XID_SNAPSHOT
-        return parse_xid_lines(fsroot.read_text(XID_SNAPSHOT)), None, XID_SNAPSHOT
-    name, args = XID_COMMAND
-    where = "journalctl -k -b 0 --grep '%s'" % args[-1]
-    if not (runner and runner.which(name)):
-        return [], "journalctl not installed", where
-    rc, out, err = runner.run(name, args)
-    if rc == 1 and not out.strip() and not err.strip():
-        return [], None, where        # no line matched
-    if rc != 0:
-        return [], "journalctl exited %d: %s" % (rc, (err or out).strip()[:200]), where
-    return parse_xid_lines(out), None, where
+    out, why, where = captured_output(fsroot, runner, XID_COMMAND, XID_SNAPSHOT, quiet_rcs=(1,))
+    if fsroot.live:
+        where = "journalctl -k -b 0 --grep '%s'" % XID_COMMAND[1][-1]
+    return (parse_xid_lines(out) if out else []), why, where
 
 
 def read_aer(fsroot, devices):

@@ -38,4 +38,28 @@ ENTRIES = (
         "fix_tag": "lxc",
         "reboot": "no",
     },
+    {
+        "id": "lxc.shm_memlock",
+        "summary": (
+            "each running GPU CT's `/dev/shm` >= 1 GiB (policy) and unlimited locked memory for its init "
+            "(`/proc/<init>/mounts`, `/proc/<init>/limits`); advice with the CT config lines to add"
+        ),
+        "title": "GPU CTs get shared memory and unlimited locked memory",
+        "severity": "medium",
+        "expected": "/dev/shm >= {lxc_min_shm_mib} MiB, Max locked memory unlimited",
+        "rationale": (
+            "NCCL creates its shared memory segments in /dev/shm and fails to initialise without enough (NCCL "
+            "troubleshooting: Shared memory); NVIDIA's container guidance runs with --shm-size=1g --ulimit "
+            "memlock=-1. A Proxmox VE system CT gets the /dev/shm its own systemd mounts (tmpfs without a size: half "
+            "of RAM, charged to the CT's memory) and pve-container sets no lxc.prlimit.memlock, so the CT inherits "
+            "the 8 MiB default RLIMIT_MEMLOCK (Linux 5.16+, systemd's DefaultLimitMEMLOCK)."
+        ),
+        "remediation": (
+            "Add lxc.prlimit.memlock: unlimited (and, for a small /dev/shm, lxc.mount.entry: tmpfs dev/shm tmpfs "
+            "rw,nosuid,nodev,size=<size>,create=dir 0 0) to /etc/pve/lxc/<vmid>.conf and restart the CT; services in "
+            "the CT may still set LimitMEMLOCK= themselves."
+        ),
+        "fix_tag": "",
+        "reboot": "no",
+    },
 )

@@ -23,12 +23,14 @@ import stat
 from ansible.module_utils.pvetune.concerns.lxcgpu.sources import gpu_nodes_of
 from ansible.module_utils.pvetune.concerns.nvidia.checks import lib_versions
 from ansible.module_utils.pvetune.concerns.numa.topology import facts_nodes
+from ansible.module_utils.pvetune.concerns.storage.checks import unreadable_ct_items
 from ansible.module_utils.pvetune.core.fsroot import FsError
-from ansible.module_utils.pvetune.core.result import make_result, section_error
+from ansible.module_utils.pvetune.core.result import make_result, section_error, worst_of
 from ansible.module_utils.pvetune.formats import cgroup_files as cg
 from ansible.module_utils.pvetune.formats.cpu_list import format_cpu_list, parse_cpu_list
 from ansible.module_utils.pvetune.formats.ct_config import main_value, parse_ct_config
-from ansible.module_utils.pvetune.formats.pve_storage import STORAGE_CFG, parse_storage_cfg, rootfs_dir
+from ansible.module_utils.pvetune.formats.proc_text import mount_option, parse_memlock, parse_mounts
+from ansible.module_utils.pvetune.formats.pve_storage import STORAGE_CFG, rootfs_dir
 
 CG2_DIR = "/sys/fs/cgroup/lxc/%s"
 V2_FILES = ("cpuset.cpus.effective", "cpuset.cpus", "cpu.max", "cpu.weight", "memory.max", "memory.swap.max")
@@ -181,13 +183,7 @@ def read_runtime(ctx):
     if not lxc.get("present"):
         return out
     version = lxc.get("cgroup_version")
-    storages = None
-    if fsroot.isfile(STORAGE_CFG):
-        try:
-            storages, warnings = parse_storage_cfg(fsroot.read_text(STORAGE_CFG))
-            out["evidence"].extend(warnings)
-        except FsError as exc:
-            out["evidence"].append("%s: %s" % (exc.path, exc.reason))
+    storages = (ctx.facts.get("storage") or {}).get("storages")    # the storage reader's storage.cfg
     for ct in lxc.get("cts") or ():
         if ct.get("error") or not ct.get("passes_nvidia"):    # the LXC reader's passes_nvidia()
             continue
@@ -196,11 +192,50 @@ def read_runtime(ctx):
         entry = {"ctid": ct["ctid"], "running": running, "cgroup": files, "cgroup_dir": base,
                  "cgroup_errors": cgroup_errors, "init_pid": find_init_pid(fsroot, base) if running else None}
         entry["libs"] = _read_libs(fsroot, ct, entry, storages)
+        entry["shm"], entry["memlock"] = read_shm_memlock(fsroot, entry["init_pid"])
         out["cts"].append(entry)
     out["evidence"].append("%d GPU CTs: %s" % (len(out["cts"]), ", ".join(
         "%s (%s)" % (c["ctid"], "running, init %s" % c["init_pid"] if c["running"] else "stopped")
         for c in out["cts"]) or "none"))
     return out
+
+
+def read_shm_memlock(fsroot, pid):
+    """``(shm, memlock)`` of a running CT, read through its init: shm ``{"size": bytes or None (tmpfs's default,
+    half of RAM), "options"}`` of /dev/shm in its mounts, or ``{"error"}`` (None when the CT does not run); memlock
+    ``{"soft", "hard"}`` (bytes, None = unlimited) of its init's limits, or ``{"error"}``."""
+    if pid is None:
+        return None, None
+    shm = memlock = None
+    path = "/proc/%d/mounts" % pid
+    try:
+        mounts = [m for m in parse_mounts(fsroot.read_text(path), path) if m["target"] == "/dev/shm"]
+        if mounts:
+            size = mount_option(mounts[-1], "size")
+            shm = {"size": tmpfs_size(size), "raw": size, "fstype": mounts[-1]["fstype"]}
+        else:
+            shm = {"error": "%s: no /dev/shm mount" % path}
+    except FsError as exc:
+        shm = {"error": "%s: %s" % (exc.path, exc.reason)}
+    except ValueError as exc:
+        shm = {"error": str(exc)}
+    path = "/proc/%d/limits" % pid
+    try:
+        soft, hard = parse_memlock(fsroot.read_text(path), path)
+        memlock = {"soft": soft, "hard": hard}
+    except FsError as exc:
+        memlock = {"error": "%s: %s" % (exc.path, exc.reason)}
+    except ValueError as exc:
+        memlock = {"error": str(exc)}
+    return shm, memlock
+
+
+def tmpfs_size(raw):
+    """Bytes of a tmpfs size= option ("65536k", "64g", "1073741824"); None for none or a percentage (of RAM)."""
+    match = re.match(r"\A([0-9]+)([kmgKMG]?)\Z", raw or "")
+    if not match:
+        return None
+    return int(match.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[match.group(2).lower()]
 
 
 # -- evaluator -------------------------------------------------------------------------------------------------
@@ -420,5 +455,52 @@ def check_resources(facts, policy):
                        "memory, no quota, no swap" % len(items), items, ev)
 
 
+def _mib(value):
+    return "unlimited" if value is None else "%d MiB" % (value >> 20) if value >= 1 << 20 else "%d KiB" % (value >> 10)
+
+
+def shm_memlock_item(ct, policy):
+    """One running GPU CT's /dev/shm and memlock item (pvetune suggests the CT config lines, it writes none)."""
+    name = "CT %s" % ct["ctid"]
+    if not ct.get("running"):
+        return {"name": name, "status": "skip", "current": "stopped", "expected": None,
+                "message": "stopped: its /dev/shm and limits are read while it runs"}
+    shm, memlock = ct.get("shm") or {}, ct.get("memlock") or {}
+    errors = [x["error"] for x in (shm, memlock) if x.get("error")]
+    if errors or not (shm and memlock):
+        return {"name": name, "status": "error", "current": None, "expected": None,
+                "message": "; ".join(errors) or "its init's mounts and limits were not read"}
+    want_shm = policy["lxc_min_shm_mib"] << 20
+    current = "/dev/shm %s, memlock %s" % ("half of RAM (tmpfs default)" if shm["size"] is None else _mib(
+        shm["size"]), _mib(memlock["soft"]))
+    lines, notes = [], []
+    if want_shm and shm["size"] is not None and shm["size"] < want_shm:
+        notes.append("/dev/shm is %s, less than %s" % (_mib(shm["size"]), _mib(want_shm)))
+        lines.append("lxc.mount.entry: tmpfs dev/shm tmpfs rw,nosuid,nodev,size=%dm,create=dir 0 0"
+                     % policy["lxc_min_shm_mib"])
+    if policy["lxc_memlock_unlimited"] and memlock["soft"] is not None:
+        notes.append("its init may lock %s of memory (soft limit)" % _mib(memlock["soft"]))
+        lines.append("lxc.prlimit.memlock: unlimited")
+    if not notes:
+        return {"name": name, "status": "pass", "current": current, "expected": None, "message": current}
+    return {"name": name, "status": "warn", "current": current, "expected": None, "message": "%s; add to "
+            "/etc/pve/lxc/%s.conf and restart it: %s" % ("; ".join(notes), ct["ctid"], " | ".join(lines))}
+
+
+def check_shm_memlock(facts, policy):
+    cid = "lxc.shm_memlock"
+    err = section_error(facts, "lxc") or section_error(facts, "ct_runtime")
+    if err:
+        return make_result(cid, policy, "error", None, err)
+    runtime = facts.get("ct_runtime") or {}
+    ev = list(runtime.get("evidence") or [])
+    items = unreadable_ct_items(facts) + [shm_memlock_item(ct, policy) for ct in runtime.get("cts") or ()]
+    if not items:
+        return make_result(cid, policy, "skip", None, "no CT config passes NVIDIA devices", evidence=ev)
+    current = "; ".join("%s: %s" % (i["name"], i["current"] or i["status"]) for i in items)
+    return worst_of(cid, policy, items, current, "every running GPU CT has enough /dev/shm and may lock memory "
+                    "without limit", ev, skip_message="no GPU CT runs")
+
+
 SECTIONS = (("ct_runtime", read_runtime),)
-CHECKS = {"lxc.resources": check_resources}
+CHECKS = {"lxc.resources": check_resources, "lxc.shm_memlock": check_shm_memlock}

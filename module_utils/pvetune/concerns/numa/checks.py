@@ -16,7 +16,8 @@ from ansible.module_utils.pvetune.concerns.numa.topology import NODE_DIR, facts_
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.formats import sysctl_conf
 
-SYSCTL_KEYS = ("kernel.numa_balancing",)
+# Every sysctl the audit judges (kernel.numa_balancing here, mem.sysctl's), read once into the section "sysctl".
+SYSCTL_KEYS = ("kernel.numa_balancing", "vm.swappiness", "vm.zone_reclaim_mode")
 
 
 def gather_sysctl(fsroot):
@@ -38,47 +39,55 @@ def read_numa(ctx):
 
 
 # -- sysctl ------------------------------------------------------------------
+def sysctl_state(facts, key, want, conf_arg=None, default=None):
+    """``(status, current, message, evidence)`` of one sysctl against ``want`` at runtime and persisted in sysctl.d
+    (or, for ``conf_arg``, a boot argument that sets it configured in the boot loader; a ``want`` that is the
+    kernel's ``default`` needs nothing persisted); status None when the kernel has no such file.
+    kernel.numa_balancing and mem.sysctl judge their keys with it."""
+    data = (facts["sysctl"] or {}).get(key) or {}
+    runtime, persisted = data.get("runtime"), data.get("persisted")
+    path = sysctl_conf.sysctl_path(key)
+    ev = ["%s = %s" % (path, runtime)]
+    if persisted:
+        ev.append("%s:%d %s = %s" % (persisted["file"], persisted["line"], key, persisted["value"]))
+    else:
+        ev.append("no %s in %s" % (key, ", ".join(data.get("files") or ["sysctl.d"])))
+    if runtime is None:
+        return None, None, "%s does not exist" % path, ev
+    if not runtime.lstrip("-").isdigit():
+        return "error", runtime[:40], "%s holds %r, not a number" % (path, runtime[:40]), ev
+    conf_on = conf_arg is not None and conf_arg in (configured_boot_args(facts) or [])
+    persisted_ok = (persisted is not None and persisted["value"] == want) or conf_on or (
+        persisted is None and want == default)
+    persisted_text = persisted["value"] if persisted else ("cmdline " + conf_arg if conf_on else
+                                                           "no (the kernel's default %s)" % default if default
+                                                           else "no")
+    current = "runtime %s, persisted %s" % (runtime, persisted_text)
+    name = key.rsplit(".", 1)[-1]
+    if runtime == want and persisted_ok:
+        return "pass", current, "%s is %s and persisted" % (name, want), ev
+    if runtime == want:
+        return "fail", current, ("%s is %s now but not persisted: it returns to the kernel default at the next boot"
+                                 % (name, want)), ev
+    msg = "%s is %s at runtime, not %s" % (name, runtime, want)
+    if persisted_ok:
+        msg += " although %s is persisted (set it at runtime: sysctl -w %s=%s)" % (want, key, want)
+    if conf_arg is not None and conf_arg in effective_args(facts):
+        msg += "; %s is on the command line" % conf_arg
+    return "fail", current, msg, ev
+
+
 def check_numa_balancing(facts, policy):
     cid = "kernel.numa_balancing"
     err = section_error(facts, "sysctl")
     if err:
         return make_result(cid, policy, "error", None, err)
-    data = (facts["sysctl"] or {}).get("kernel.numa_balancing") or {}
-    runtime = data.get("runtime")
-    persisted = data.get("persisted")
     want = str(policy["numa_balancing"])
-    ev = ["/proc/sys/kernel/numa_balancing = %s" % runtime]
-    if persisted:
-        ev.append("%s:%d kernel.numa_balancing = %s" % (persisted["file"], persisted["line"], persisted["value"]))
-    else:
-        ev.append("no kernel.numa_balancing in %s" % ", ".join(data.get("files") or ["sysctl.d"]))
-    if runtime is None:
-        return make_result(cid, policy, "skip", None,
-                           "/proc/sys/kernel/numa_balancing does not exist (kernel without NUMA balancing or one node)",
+    status, current, msg, ev = sysctl_state(facts, cid, want, "numa_balancing=disable" if want == "0" else None)
+    if status is None:
+        return make_result(cid, policy, "skip", None, msg + " (kernel without NUMA balancing or one node)",
                            evidence=ev)
-    if not runtime.isdigit():
-        return make_result(cid, policy, "error", runtime[:40],
-                           "/proc/sys/kernel/numa_balancing holds %r, not a number" % runtime[:40], evidence=ev)
-    cmdline_off = "numa_balancing=disable" in effective_args(facts)
-    conf_off = "numa_balancing=disable" in (configured_boot_args(facts) or [])
-    persisted_ok = (persisted is not None and persisted["value"] == want) or (want == "0" and conf_off)
-    if persisted:
-        persisted_text = persisted["value"]
-    else:
-        persisted_text = "cmdline numa_balancing=disable" if conf_off else "no"
-    current = "runtime %s, persisted %s" % (runtime, persisted_text)
-    if runtime == want and persisted_ok:
-        return make_result(cid, policy, "pass", current, "numa_balancing is %s and persisted" % want, evidence=ev)
-    if runtime == want:
-        return make_result(cid, policy, "fail", current,
-                           "numa_balancing is %s now but not persisted: it returns to the kernel default at the next "
-                           "boot" % want, evidence=ev)
-    msg = "numa_balancing is %s at runtime" % runtime
-    if persisted_ok:
-        msg += " although %s is persisted (set it at runtime: sysctl -w kernel.numa_balancing=%s)" % (want, want)
-    if cmdline_off:
-        msg += "; numa_balancing=disable is on the command line"
-    return make_result(cid, policy, "fail", current, msg, evidence=ev)
+    return make_result(cid, policy, status, current, msg, evidence=ev)
 
 
 # -- GPU locality ------------------------------------------------------------

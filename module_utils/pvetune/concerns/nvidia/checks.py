@@ -19,6 +19,7 @@ from ansible.module_utils.pvetune.concerns.pcie.checks import gpu_functions
 from ansible.module_utils.pvetune.core.fsroot import SNAPSHOT_DIR, FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.formats import dev_nodes, proc_devices
+from ansible.module_utils.pvetune.formats.modprobe_conf import read_options
 from ansible.module_utils.pvetune.formats.nvidia_smi_q import parse_gpu_state
 from ansible.module_utils.pvetune.tables.nvidia_hmm import hmm_issues
 
@@ -29,7 +30,8 @@ SMI_SNAPSHOT = SNAPSHOT_DIR + "/nvidia-smi-q.txt"
 SMI_ARGS = ["-q"]
 UVM_NODE = "/dev/nvidia-uvm"
 HMM_PARAM = "/sys/module/nvidia_uvm/parameters/uvm_disable_hmm"
-MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d")
+# The values a bool module parameter takes (the kernel's param_set_bool: kstrtobool's first character).
+HMM_VALUES = {"Y": True, "y": True, "1": True, "N": False, "n": False, "0": False}
 # nvidia-persistenced writes its pid here (its --help, and the driver's init scripts); /var/run is a link to /run.
 PERSISTENCED_PID = "/run/nvidia-persistenced/nvidia-persistenced.pid"
 PERSISTENCED_COMM = "nvidia-persiste"       # /proc/<pid>/comm: the name cut to 15 characters
@@ -91,38 +93,13 @@ def read_hmm(fsroot):
     modprobe reads the files in the order of their names (a name in /etc hides the same name below), and the last
     value of an option wins."""
     raw = fsroot.try_value(HMM_PARAM)
-    out = {"disabled": {"Y": True, "1": True, "N": False, "0": False}.get(raw), "configured": None,
-           "configured_in": None, "error": None}
+    out = {"disabled": HMM_VALUES.get(raw), "configured": None, "configured_in": None, "error": None}
     if raw is not None and out["disabled"] is None:
         out["error"] = "%s: %r is not Y or N" % (HMM_PARAM, raw[:40])
-    files = {}
-    for directory in MODPROBE_DIRS:
-        for name in fsroot.listdir(directory) if fsroot.isdir(directory) else ():
-            if name.endswith(".conf"):
-                files.setdefault(name, "%s/%s" % (directory, name))
-    for name in sorted(files):
-        try:
-            text = fsroot.read_text(files[name], limit=65536)
-        except FsError:
-            continue
-        for value in modprobe_option(text, "nvidia_uvm", "uvm_disable_hmm"):
-            out["configured"], out["configured_in"] = value, files[name]
+    conf = read_options(fsroot, "nvidia_uvm", ("uvm_disable_hmm",))["uvm_disable_hmm"]
+    if conf is not None and conf["value"] in HMM_VALUES:
+        out["configured"], out["configured_in"] = HMM_VALUES[conf["value"]], conf["file"]
     return out
-
-
-def modprobe_option(text, module, option):
-    """The values (bool) ``options <module> ... <option>=<value>`` lines in a modprobe.d file give, in order
-    (modprobe takes - and _ alike in a module name)."""
-    values = []
-    for line in (text or "").splitlines():
-        words = line.split("#", 1)[0].split()
-        if len(words) < 3 or words[0] != "options" or words[1].replace("-", "_") != module:
-            continue
-        for word in words[2:]:
-            key, sep, value = word.partition("=")
-            if sep and key == option and value in ("1", "Y", "y", "0", "N", "n"):
-                values.append(value in ("1", "Y", "y"))
-    return values
 
 
 def _read_minors(fsroot):

@@ -135,4 +135,28 @@ ENTRIES = (
         "fix_tag": "",
         "reboot": "no",
     },
+    {
+        "id": "pcie.aspm",
+        "summary": (
+            "ASPM (L0s, L1) off on every GPU link: LnkCtl of the GPU and of its upstream port, "
+            "`/sys/module/pcie_aspm/parameters/policy`; fixed with policy `pcie_aspm_fix` by "
+            "`pcie_aspm.policy=performance` on the kernel command line (pending until the reboot)"
+        ),
+        "title": "PCIe ASPM off on the GPU links",
+        "severity": "medium",
+        "expected": "ASPM disabled in LnkCtl on both ends of every GPU link",
+        "rationale": (
+            "Active State Power Management puts an idle link into L0s or L1; the first transfer after it waits for "
+            "the exit latency (LnkCap advertises up to 64 us for L1). A GPU serving a token stream idles between "
+            "steps and pays it on doorbells and completions. The kernel's pcie_aspm policy performance "
+            "(drivers/pci/pcie/aspm.c) disables ASPM on every link it controls; firmware that keeps ASPM control "
+            "needs its own setting."
+        ),
+        "remediation": (
+            "Disable ASPM for the GPU slots in the firmware setup, or add pcie_aspm.policy=performance to the "
+            "kernel command line (echo performance > /sys/module/pcie_aspm/parameters/policy now) and reboot."
+        ),
+        "fix_tag": "cmdline",
+        "reboot": "when a GPU link has ASPM on",
+    },
 )

@@ -16,7 +16,9 @@ import os
 from ansible.module_utils.pvetune.concerns.pcie import topology as pcie_topology
 from ansible.module_utils.pvetune.concerns.numa.topology import read_nodes
 from ansible.module_utils.pvetune.core.fsroot import FsError
-from ansible.module_utils.pvetune.core.result import make_result, section_error
+from ansible.module_utils.pvetune.concerns.bootargs.checks import boot_arg_state
+from ansible.module_utils.pvetune.core.cpuprofile import ASPM_ARG, aspm_links
+from ansible.module_utils.pvetune.core.result import make_result, section_error, worst_of
 from ansible.module_utils.pvetune.formats import pci_ext, pci_ids
 from ansible.module_utils.pvetune.formats.pci_config import (
     BDF_RE,
@@ -29,7 +31,8 @@ from ansible.module_utils.pvetune.formats.pci_config import (
 
 # Fields of pci_config.parse_config() the checks use (the rest of the decoded config stays out of the facts).
 PCI_FIELDS = ("cap_exp", "devctl", "mps", "mrrs", "devcap_mps", "lnkcap_speed", "lnkcap_width", "lnksta_speed",
-              "lnksta_width", "pcie_type_name")
+              "lnksta_width", "pcie_type_name", "lnkctl_aspm")
+ASPM_POLICY = "/sys/module/pcie_aspm/parameters/policy"
 VFIO_DRIVER = "vfio-pci"
 VFIO_DIR = "/sys/bus/pci/drivers/" + VFIO_DRIVER
 GPU_BAR = 1  # the BAR that maps the GPU's memory (BAR0 registers, BAR1 framebuffer aperture, BAR3 more registers)
@@ -128,6 +131,7 @@ def gather_pci(fsroot, policy):
                                                          "acs", "acs_error",
                                                          "error", "host", "chain")}
         out_bridges[br["bdf"]]["pcie_type_name"] = cfg.get("pcie_type_name")
+        out_bridges[br["bdf"]]["lnkctl_aspm"] = cfg.get("lnkctl_aspm")
     nodes, _errors = read_nodes(fsroot, only={f["numa_node"] for f in fns if isinstance(f.get("numa_node"), int)})
     for fn in fns:
         fn["socket"] = (nodes.get(fn.get("numa_node")) or {}).get("socket")
@@ -136,6 +140,7 @@ def gather_pci(fsroot, policy):
         "bridges": out_bridges,
         "vfio": vfio_functions(fsroot),
         "names_from": ids_path,
+        "aspm_policy": fsroot.try_value(ASPM_POLICY),
         "evidence": ["/sys/bus/pci/devices/*/{vendor,class,resource,iommu_group}; binary config (PCIe capability, "
                      "DevCtl, LnkCap, LnkSta, Resizable BAR) of %d functions: %s" % (
                          len(fns), ", ".join(f["bdf"] for f in fns) or "none"),
@@ -436,6 +441,47 @@ def list_functions(fsroot, vendor=None, class_prefix=None, bdfs=None, keep_bytes
     return result
 
 
+# -- ASPM ----------------------------------------------------------------------------------------------------------
+def check_aspm(facts, policy):
+    cid = "pcie.aspm"
+    gpus, ev, early = _gpus_or_result(cid, facts, policy, "no NVIDIA GPU found")
+    if early:
+        return early
+    aspm_policy = (facts.get("pci") or {}).get("aspm_policy")
+    ev.append("%s = %s" % (ASPM_POLICY, aspm_policy))
+    if policy["pcie_aspm"] == "any":
+        return make_result(cid, policy, "skip", None, "pcie_aspm is any in the policy", evidence=ev)
+    labels = _labels(facts, gpus)
+    items = []
+    for gpu, port, states in aspm_links(facts):
+        item = {"name": labels[gpu["bdf"]], "status": "pass", "current": " ".join(states) or "disabled",
+                "expected": "disabled", "message": "ASPM off on the link%s" % (" to %s" % port if port else "")}
+        if gpu.get("lnkctl_aspm") is None:
+            item.update(status="error", current=None, message=gpu.get("error") or (
+                "no PCI Express capability read from %s/config" % gpu.get("path")))
+        elif states:
+            item.update(status="fail", message="ASPM %s enabled on the link%s (LnkCtl): every exit from a low-power "
+                        "link state delays the GPU's transfers" % (" and ".join(states), " to %s" % port if port
+                                                                   else ""))
+        items.append(item)
+    bad = [i for i in items if i["status"] == "fail"]
+    current = "%d of %d GPU links with ASPM on%s" % (len(bad), len(items), "; policy " + aspm_policy if aspm_policy
+                                                      else "")
+    res = worst_of(cid, policy, items, current, "ASPM is off on every GPU link", ev)
+    if res["status"] == "fail":
+        state = boot_arg_state(facts, ASPM_ARG)[0]
+        if state == "pending":
+            res.update(status="pending", reboot_required=True, message=res["message"] + "; %s is configured for the "
+                       "next boot" % ASPM_ARG)
+        elif policy["pcie_aspm_fix"]:
+            res["reboot_required"] = True
+        else:
+            res["fix_tag"] = ""
+            res["message"] += ("; disable ASPM in the firmware setup, or add %s to the command line (fix.yml does "
+                               "with policy pcie_aspm_fix: true)" % ASPM_ARG)
+    return res
+
+
 SECTIONS = (("pci", lambda ctx: gather_pci(ctx.fsroot, ctx.policy)),)
 CHECKS = {"pcie.mrrs": check_mrrs, "pcie.link": check_link, "pcie.topology": check_topology, "pcie.acs": check_acs,
-          "pcie.bar1": check_bar1, "pcie.sriov": check_sriov}
+          "pcie.bar1": check_bar1, "pcie.sriov": check_sriov, "pcie.aspm": check_aspm}

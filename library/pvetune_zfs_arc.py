@@ -18,7 +18,8 @@ description:
   - Writes C(/etc/modprobe.d/zz-pvetune-zfs.conf) (after the installer's C(zfs.conf), so its values win) and the
     parameters of the loaded module, the minimum first when the new maximum is below the current minimum (OpenZFS
     takes a runtime maximum only above the minimum). Refuses when a later modprobe.d file would override it.
-  - With root on ZFS runs C(update-initramfs -u -k all) (zfs loads from the initramfs). No reboot is needed.
+  - With root on ZFS runs C(update-initramfs -u -k all) (zfs loads from the initramfs). Reads the ARC's C(c_max)
+    back: no reboot is needed when the loaded module took the new maximum.
   - Without the zfs module loaded there is nothing to cap; the result says so.
 version_added: "0.1.0"
 author:
@@ -70,7 +71,9 @@ ram:
   returned: when zfs is loaded
   type: int
 reboot_required:
-  description: Always false (the loaded module takes the values now).
+  description:
+    - False when the loaded module took the values (the ARC's c_max reads the new maximum); true when it kept its
+      c_max (the file applies when zfs loads again).
   returned: always
   type: bool
 changes:

@@ -3,7 +3,7 @@
 the NVMe controllers and block queues, the GPUs' interrupts and irqbalance, the running CTs' /dev/shm and limits.
 
 Each file keeps the real format of a file in tests/fixtures/realdata (memory/, storage/, irq/; sources in
-NEW_SOURCES_issue31.md there): the meminfo and arcstats rows are the real files' rows with this host's sizes.
+SOURCES.md there): the meminfo and arcstats rows are the real files' rows with this host's sizes.
 ``write_platform(t, host, spec)`` is called by demo_fleet.write_host; the spec keys it reads are documented at
 HOST_DEFAULTS.
 """
@@ -24,6 +24,7 @@ HOST_DEFAULTS = {
     "hugepages_1g": 0,             # 1 GiB pages reserved (and left free)
     "irqbalance": True,            # running: each GPU's IRQ on its node; else every IRQ on CPU 0
     "memlock": "8388608",          # the CTs' init RLIMIT_MEMLOCK (bytes or unlimited)
+    "zfs_root": False,             # / is rpool/ROOT/pve-1 (else the LVM pve-root)
 }
 NVME_MODEL = "SAMSUNG_MZQL23T8HCLS-00A07"
 # rpool: a mirror of nvme0/nvme1 (the installer's); tank: raidz1 of nvme2-nvme5 (the models).

@@ -18,12 +18,10 @@ import json
 import os
 
 import hardening_lib as lib
+from scratch_host import KEPT_KERNEL
 
 # What the tests compare on: pvetune's own state and the stand-ins' bookkeeping are not host content; /run is a tmpfs.
 STATE = (".pvetune/calls.log", ".pvetune/apt-repo.json", "var/lib/pvetune", "run")
-# rollback keeps the kernel package fix.yml installed (it may be the running kernel) and the grub.cfg listing it.
-KEPT_KERNEL = ["boot/config-6.14.8-2-pve", "boot/grub/grub.cfg", "boot/initrd.img-6.14.8-2-pve",
-               "boot/vmlinuz-6.14.8-2-pve", "lib/modules/6.14.8-2-pve", "lib/modules/6.14.8-2-pve/modules.dep"]
 CT_CONFIG = "/etc/pve/nodes/pve-gpu01/lxc/101.conf"
 
 

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 from conftest import DEMO_SNAPSHOTS, run_playbook
-from scratch_host import make_scratch
+from scratch_host import KEPT_KERNEL, make_scratch
 from treeinventory import write_inventory
 
 HOSTS = ("pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu04", "pve-gpu05")
@@ -17,11 +17,7 @@ HOSTS = ("pve-gpu01", "pve-gpu02", "pve-gpu03", "pve-gpu04", "pve-gpu05")
 ACS_PORTS = ["0000:%s:%s" % (b, d) for b in ("02", "22", "82", "a2") for d in ("08.0", "10.0")]
 # Bookkeeping of the stand-ins and pvetune's own state/backups: not host content.
 IGNORED = (".pvetune/calls.log", "var/lib/pvetune", "run")
-# What rollback deliberately keeps: the kernel package fix.yml installed on pve-gpu01 (it may be the
-# running kernel after a reboot; remove it with apt if wanted) and the grub.cfg that lists it.
-KEPT_KERNEL = ["boot/config-6.14.8-2-pve", "boot/grub/grub.cfg", "boot/initrd.img-6.14.8-2-pve",
-               "boot/vmlinuz-6.14.8-2-pve", "lib/modules/6.14.8-2-pve", "lib/modules/6.14.8-2-pve/modules.dep"]
-
+# What rollback deliberately keeps: the kernel package fix.yml installed on pve-gpu01 (scratch_host.KEPT_KERNEL).
 
 def files_of(root):
     """{relative path: ("file", bytes) | ("link", target) | ("dir",)} for a tree."""
@@ -57,8 +53,9 @@ def fleet(tmp_path_factory):
     roots = {}
     for host in HOSTS:
         roots[host] = make_scratch(host, os.path.join(base, host))
-    # The demo policy's opt-in GPU fixes (pve-gpu05's power cap, pve-gpu03's applications clocks) and ACS on pve-gpu04.
-    gpu_fixes = {"gpu_power_fix": True, "gpu_clocks_fix": True}
+    # The demo policy's opt-in GPU fixes (pve-gpu05's power cap, pve-gpu03's applications clocks), the ARC cap
+    # (pve-gpu01's was ignored; the others' installer cap is loaded: unchanged) and ACS on pve-gpu04.
+    gpu_fixes = {"gpu_power_fix": True, "gpu_clocks_fix": True, "zfs_arc_fix": True}
     inventory = write_inventory(os.path.join(base, "inventory.yml"), roots,
                                 group_vars={"pvetune_policy": gpu_fixes},
                                 host_vars={"pve-gpu04": {"pvetune_policy": dict(gpu_fixes, pcie_acs_fix=True)}})
@@ -163,8 +160,9 @@ def test_1c_check_diff_on_the_demo_fleet_is_short_and_shows_every_change(check_r
     (test_1's run; moved here from test_operator_ux.py, where it ran the same command on the snapshots)."""
     assert check_run.rc == 0, check_run.stdout[-3000:]
     lines = check_run.stdout.splitlines()
-    # five hosts (367 lines for four before pve-gpu04; 536 with the GPU power and clocks tasks)
-    assert len(lines) < 560, len(lines)
+    # five hosts (367 lines for four before pve-gpu04; 536 with the GPU power and clocks tasks; 565 with the ARC
+    # task and the memory sysctls and boost of issue 31)
+    assert len(lines) < 590, len(lines)
     text = check_run.stdout
     for expected in ("+kernel.numa_balancing = 0", "+pcie:0000:01:00.0 MaxReadReq = 4096 bytes (DevCtl 5137)",
                      "amd_pstate=active processor.max_cstate=1", "intel_idle.max_cstate=1",
@@ -172,7 +170,9 @@ def test_1c_check_diff_on_the_demo_fleet_is_short_and_shows_every_change(check_r
                      "+lxc.cgroup2.devices.allow: c 509:* rwm", "+create /usr/local/sbin/pvetune-boot",
                      "+amd_pstate:status = active", "energy_performance_preference = performance",
                      "+gpu:0000:41:00.0 power.limit = 600 W",
-                     "+gpu:0000:61:00.0 applications clocks (memory,graphics MHz) = 14001,2430"):
+                     "+gpu:0000:61:00.0 applications clocks (memory,graphics MHz) = 14001,2430",
+                     "+vm.swappiness = 10", "+cpufreq:boost = 1", "+zfs:zfs_arc_min = 8589934592",
+                     "+options zfs zfs_arc_min=8589934592 zfs_arc_max=17179869184"):
         assert expected in text, expected
     assert "def main" not in text and text.count("--- before: /etc/pve/nodes/pve-gpu01/lxc/101.conf") == 1
 
@@ -192,7 +192,7 @@ def test_2_fix_then_every_check_passes_or_is_pending(fleet, tmp_path):
         # 101), a CT's own user-space driver or CUDA runtime (pve-gpu04's CT 105, pve-gpu01's CT 101) or a GPU that
         # fell off the bus (pve-gpu04): their results say so (fix_tag "").
         bad.pop("pcie.link", None)
-        for cid in ("lxc.resources", "nvidia.stack", "nvidia.compute_capability", "gpu.health"):
+        for cid in ("lxc.resources", "nvidia.stack", "nvidia.compute_capability", "gpu.health", "pcie.aspm"):
             if cid in bad:
                 assert [c["fix_tag"] for c in host["checks"] if c["id"] == cid] == [""], (host["host"], cid)
                 bad.pop(cid)
@@ -200,6 +200,10 @@ def test_2_fix_then_every_check_passes_or_is_pending(fleet, tmp_path):
     gpu01 = {c["id"]: c["status"] for c in [h for h in doc["hosts"] if h["host"] == "pve-gpu01"][0]["checks"]}
     assert gpu01["boot.cmdline"] == "pending" and gpu01["kernel.version"] == "pending"
     assert gpu01["pcie.mrrs"] == gpu01["kernel.numa_balancing"] == "pass"
+    # the runtime fixes of issue 31: swappiness 10, boost on; the ARC cap is configured and written (zfs_arc_min
+    # first), but a tree has no kernel to move the ARC's c_max: it waits for the next zfs load (Molecule's
+    # simulated kernel loads it after the reboot)
+    assert gpu01["mem.sysctl"] == gpu01["cpu.boost"] == "pass" and gpu01["storage.zfs_arc"] == "pending"
     # CT 101's config is fixed; it was not restarted (no pvetune_restart_cts, no reboot): it still runs with the
     # device rules of its last start, in this audit as in the fix run's.
     assert gpu01["lxc.gpu_devices"] == "pending"
@@ -218,7 +222,8 @@ def test_2_fix_then_every_check_passes_or_is_pending(fleet, tmp_path):
     # The audit still fails exactly the CT problems the operator owns (no lxc_numa_pin in the demo policy).
     assert audit.rc == 2
     failing = {h["host"]: sorted(c["id"] for c in h["checks"] if c["status"] == "fail") for h in doc["hosts"]}
-    assert {h: f for h, f in failing.items() if f} == {"pve-gpu01": ["lxc.resources", "nvidia.compute_capability"],
+    assert {h: f for h, f in failing.items() if f} == {"pve-gpu01": ["lxc.resources", "nvidia.compute_capability",
+                                                                    "pcie.aspm"],
                                                       "pve-gpu04": ["gpu.health", "lxc.resources", "nvidia.stack"]}
     # what the GPU fixes did: pve-gpu05's GPU 2 at its 600 W default again, pve-gpu03's GPU 3 at its default clocks
     gpu03 = {c["id"]: c for c in [h for h in doc["hosts"] if h["host"] == "pve-gpu03"][0]["checks"]}

@@ -281,7 +281,7 @@ check_diff() {
     local h=lab-vm$i t
     check_eq "$h check run: failures / unreachable" "$(awk -v h=$h '$1 == h { print $4, $5 }' <<<"$stats")" "0 0"
     # Every fix of the role reports the change it would make (changed, in check mode).
-    for t in 'Set kernel.numa_balancing now and persist it in /etc/sysctl.d' \
+    for t in 'Set the sysctls now and persist them in /etc/sysctl.d' \
         'Set the P-state driver mode, governor and EPP on every CPU policy' 'Set PCIe MaxReadReq on the NVIDIA functions' \
         'Ensure the kernel command line arguments' 'Install and pin the kernel series' \
         'Regenerate the NVIDIA device entries of the GPU containers' \
@@ -498,6 +498,8 @@ verify() {
     check_eq "$h cpuidle states cpu0 (only POLL/C1)" "${K[cpuidle_cpu0]}" "POLL:0 C1:0"
     check_eq "$h cpuidle states cpu1 (only POLL/C1)" "${K[cpuidle_cpu1]}" "POLL:0 C1:0"
     check_eq "$h /proc/sys/kernel/numa_balancing" "${K[numa_balancing]}" 0
+    # mem.sysctl, on the real kernel: persisted in the same drop-in, applied by systemd-sysctl at this boot
+    check_eq "$h /proc/sys/vm/swappiness, zone_reclaim_mode" "${K[swappiness]} ${K[zone_reclaim_mode]}" "10 0"
     for b in 43_00_0 44_00_0; do
       check_eq "$h setpci ${b//_/:} CAP_EXP+8.w MRRS field = 5 (4096)" \
         "$(( (0x${K[devctl_$b]:-0} >> 12) & 7 ))" 5
@@ -621,6 +623,9 @@ for r in json.load(sys.stdin) or []:
     use_kstate after-rollback "$i"
     check_eq "$h setpci ACSCtl 42:00.0 / 42:01.0 after rollback" "${K[acsctl_42_00_0]} ${K[acsctl_42_01_0]}" "001d 001d"
     check_eq "$h DevCtl 43:00.0 / 44:00.0 after rollback" "${K[devctl_43_00_0]} ${K[devctl_44_00_0]}" "2000 2000"
+    # the sysctls go back to what the manifest recorded before the first fix (the kernel's 60 on Debian)
+    check_eq "$h vm.swappiness after rollback" "${K[swappiness]}" \
+      "$(grep '^swappiness=' "$OUT/kstate-pre-check-vm$i" | cut -d= -f2)"
     check_no "$h pvetune-pcie-mrrs.service no longer enabled" "${K[enabled_pvetune-pcie-mrrs]}" '^enabled$'
     check_eq "$h same boot (no reboot)" "${K[boot_id]}" "$(grep '^boot_id=' "$OUT/kstate-after-fix-vm$i" | cut -d= -f2)"
   done

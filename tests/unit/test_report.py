@@ -278,8 +278,9 @@ def test_text_details_list_non_passing_checks_worst_first(demo_entries):
     text = report.render_text(document(demo_entries))
     block = text.split("\npve-gpu03:\n", 1)[1].split("\n\n", 1)[0].splitlines()
     results = [line for line in block if not line.startswith("          fix: ")]
-    # the one failure (GPU 3's leftover applications clocks), then what waits for the reboot, then the CT's memlock
-    assert results[0].startswith("  FAIL    gpu.clocks") and all(line.startswith("  PENDING ") for line in results[1:-1])
+    # the one failure (GPU 3's leftover applications clocks), what waits for the reboot, then the CT's memlock
+    assert results[0].startswith("  FAIL    gpu.clocks")
+    assert all(line.startswith("  PENDING ") for line in results[1:-1])
     assert results[-1].startswith("  WARN    lxc.shm_memlock")
     assert any("boot.cmdline" in line and line.endswith("[reboot]") for line in results)
     gpu01 = [line for line in text.split("\npve-gpu01:\n", 1)[1].split("\n\n", 1)[0].splitlines()

@@ -50,8 +50,9 @@ def test_failing_and_unaudited_hosts_are_apart(tmp_path, schema):
     assert out["host_messages"]["pve-gpu01"].startswith("pve-gpu01 fails checks of severity high or higher: cpu.")
     assert "pve-gpu02" not in out["host_messages"]
     assert out["hosts_failing"] == {"pve-gpu01": ["cpu.scaling_driver", "cpu.cstates", "cpu.boost",
-                                                  "kernel.numa_balancing", "pcie.mrrs", "boot.cmdline", "lxc.gpu_devices", "lxc.resources",
-                                                  "kernel.known_issues", "nvidia.compute_capability"]}
+                                                  "kernel.numa_balancing", "pcie.mrrs", "boot.cmdline",
+                                                  "lxc.gpu_devices", "lxc.resources", "kernel.known_issues",
+                                                  "nvidia.compute_capability"]}
     assert out["unaudited_hosts"] == ["broken", "down", "never-ran"]
     assert out["unaudited"] == {"down": "unreachable (%s)" % SSH, "broken": FAILED["msg"],
                                 "never-ran": "the audit did not run on this host"}

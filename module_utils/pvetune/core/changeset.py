@@ -515,7 +515,7 @@ class PlannedView:
         self._planned = planned
 
     def listdir(self, host_path):
-        names = set(self._fsroot.listdir(host_path))
+        names = set(self._fsroot.listdir(host_path) if self._fsroot.isdir(host_path) else ())
         for path, data in self._planned.items():
             if os.path.dirname(path) == host_path.rstrip("/"):
                 if data is None:
@@ -543,4 +543,6 @@ class PlannedView:
         return self._fsroot.exists(host_path)
 
     def isdir(self, host_path):
-        return self._fsroot.isdir(host_path)
+        # A directory a planned file will be created in is one.
+        return self._fsroot.isdir(host_path) or any(
+            data is not None and path.startswith(host_path.rstrip("/") + "/") for path, data in self._planned.items())

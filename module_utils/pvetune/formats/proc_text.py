@@ -10,20 +10,21 @@ __metaclass__ = type
 
 import re
 
-_MEMINFO = re.compile(r"\A([A-Za-z0-9_()]+):\s+([0-9]+)(?:\s+kB)?\Z")
+_MEMINFO = re.compile(r"\A([A-Za-z0-9_()]+):\s+([0-9]{1,20})(?:\s+kB)?\Z")
 _OCTAL = re.compile(r"\\([0-7]{3})")
 _LIMIT = re.compile(r"\AMax locked memory\s+(\S+)\s+(\S+)\s+(\S+)")
 
 
-def parse_meminfo(text, path="/proc/meminfo"):
-    """``{key: int}`` (kB for sizes, a count for HugePages_*); ValueError naming the line for a malformed one."""
+def parse_meminfo(text):
+    """``{key: int}`` (kB for sizes, a count for HugePages_*); ValueError naming the line for a malformed one (the
+    reader adds the file)."""
     out = {}
     for no, line in enumerate((text or "").splitlines(), 1):
         if not line.strip():
             continue
         match = _MEMINFO.match(line.strip())
         if not match:
-            raise ValueError("%s:%d: not a '<key>: <number> [kB]' line: %r" % (path, no, line[:60]))
+            raise ValueError("line %d: not a '<key>: <number> [kB]' line: %r" % (no, line[:60]))
         out[match.group(1)] = int(match.group(2))
     return out
 

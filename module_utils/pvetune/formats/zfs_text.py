@@ -12,9 +12,10 @@ __metaclass__ = type
 import re
 
 ARCSTATS = "/proc/spl/kstat/zfs/arcstats"
-_KSTAT_ROW = re.compile(r"\A([a-z0-9_]+)\s+([0-9]+)\s+(-?[0-9]+)\Z")
+_KSTAT_ROW = re.compile(r"\A([a-z0-9_]+)\s+([0-9]{1,3})\s+(-?[0-9]{1,20})\Z")
 _SIZE = re.compile(r"\A([0-9]+(?:\.[0-9]+)?)([BKMGTPE]?)\Z")
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50, "E": 1 << 60}
+_PROPERTY = re.compile(r"\A[a-z][a-z0-9_.:]*\Z")
 _DATASET = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.:/ -]*\Z")
 
 
@@ -52,8 +53,8 @@ def parse_zfs_get(text, properties, path="zfs get"):
         if not line.strip() or (no == 1 and line.split()[:3] == ["NAME", "PROPERTY", "VALUE"]):
             continue
         fields = line.split("\t") if "\t" in line else line.split(None, 3)
-        if len(fields) < 3 or not _DATASET.match(fields[0]):
-            raise ValueError("%s:%d: not a '<dataset> <property> <value>' row: %r" % (path, no, line[:60]))
+        if len(fields) < 4 or not _DATASET.match(fields[0]) or not _PROPERTY.match(fields[1]):
+            raise ValueError("%s:%d: not a '<dataset> <property> <value> <source>' row: %r" % (path, no, line[:60]))
         if fields[1] in properties:
             out.setdefault(fields[0], {})[fields[1]] = fields[2].strip()
     return out

@@ -56,8 +56,10 @@ STATES = {
 # balance_performance), so only pvetune's boot-time re-application makes them "performance".
 CPUFREQ = {
     "acpi-cpufreq": {"cpufreq": "acpi-cpufreq", "amd_pstate_status": None, "governor": "performance", "epp": None},
+    # 6.14 (what the fix boots): amd-pstate's per-policy boost files, off as the host's firmware left boost
+    # (pve-gpu01's "boost": "0"), so only pvetune-cpufreq.service turns it on.
     "amd-pstate-epp": {"cpufreq": "amd-pstate-epp", "amd_pstate_status": "active", "governor": "powersave",
-                       "epp": "balance_performance"},
+                       "epp": "balance_performance", "kernel": "6.14.8-2-pve"},
 }
 
 
@@ -68,6 +70,7 @@ def sdboot_spec():
         "cmdline": ("initrd=\\EFI\\proxmox\\6.8.12-4-pve\\initrd.img-6.8.12-4-pve root=ZFS=rpool/ROOT/pve-1 "
                     "boot=zfs"),
         "kernel_cmdline_file": "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n",
+        "zfs_root": True,
         "pin": "6.8.12-4-pve",   # write_host() needs one for systemd-boot; removed below (no pin before the fix)
     })
     return spec

@@ -18,7 +18,8 @@ are podman tmpfs mounts, empty after every container start, and filled at boot b
               kernel's defaults governor=powersave/EPP=balance_performance, else acpi-cpufreq;
               processor.max_cstate=0/1 -> no C2; iommu=pt -> identity IOMMU domains), /proc/cmdline
               and osrelease are written, the tree's sysctl.d files are applied to its /proc/sys
-              (what systemd-sysctl does), PCIe
+              (what systemd-sysctl does), the zfs module loads with the options of /etc/modprobe.d (of
+              the booted kernel's initramfs when root is on ZFS) and sizes its ARC as arc_init() does, PCIe
               config spaces come back with the firmware's MaxReadReq, and the "NVIDIA driver" loads:
               its majors (seed default, or /var/lib/pvetune-sim/next-boot.json) are registered in
               /proc/devices and real nodes are made with mknod in the tree's /dev.
@@ -270,6 +271,51 @@ def apply_sysctl(root):
     return applied, unknown
 
 
+ZFS_PARAMS = "/sys/module/zfs/parameters"
+ARCSTATS = "/proc/spl/kstat/zfs/arcstats"
+MIB = 1 << 20
+
+
+def zfs_options(root, entry):
+    """The zfs module options the boot loads it with: from the booted kernel's initramfs when root is on ZFS (the
+    update-initramfs stand-in's copy of /etc/modprobe.d in the image), else from /etc/modprobe.d (the module
+    loads from the root file system). Last value wins, as in modprobe."""
+    if "root=ZFS=" in entry["cmdline"]:
+        texts = [read(tpath(root, "/boot/initrd.img-%s.modprobe.d" % entry["kernel"]), "")]
+    else:
+        texts = [read(path, "") for path in sorted(glob.glob(tpath(root, "/etc/modprobe.d/*.conf")))]
+    options = {}
+    for text in texts:
+        for line in text.splitlines():
+            words = line.split("#", 1)[0].split()
+            if len(words) > 2 and words[0] == "options" and words[1] == "zfs":
+                options.update(w.split("=", 1) for w in words[2:] if "=" in w)
+    return options
+
+
+def load_zfs(root, entry):
+    """What OpenZFS's arc_init() does at module load (module/zfs/arc.c, module/os/linux/zfs/arc_os.c of 2.2):
+    c_max = zfs_arc_max when set (at least 64 MiB, below RAM), else half of RAM; c_min = zfs_arc_min when set, else
+    the larger of RAM/32 and 32 MiB, lowered to the larger of zfs_arc_max/2 and 32 MiB when it is not below c_max.
+    The parameters read what was passed (0 when nothing). Returns {"zfs_arc_max", "zfs_arc_min", "c_max", "c_min"}."""
+    if not os.path.isdir(tpath(root, ZFS_PARAMS)):
+        return None
+    ram = int(re.search(r"^MemTotal:\s+(\d+)", read(tpath(root, "/proc/meminfo")), re.M).group(1)) * 1024
+    opts = zfs_options(root, entry)
+    arc_max, arc_min = int(opts.get("zfs_arc_max", 0)), int(opts.get("zfs_arc_min", 0))
+    c_max = arc_max if 64 * MIB <= arc_max < ram else ram // 2
+    c_min = arc_min if 0 < arc_min <= c_max else max(ram // 32, 32 * MIB)
+    if arc_max and c_min >= c_max:
+        c_min = max(arc_max // 2, 32 * MIB)
+    write(tpath(root, ZFS_PARAMS + "/zfs_arc_max"), "%d\n" % arc_max)
+    write(tpath(root, ZFS_PARAMS + "/zfs_arc_min"), "%d\n" % arc_min)
+    stats = read(tpath(root, ARCSTATS))
+    for name, value in (("c", c_max), ("c_max", c_max), ("c_min", c_min), ("size", max(c_max - (3 << 30), c_min))):
+        stats = re.sub(r"^(%s\s+\d+\s+)\d+$" % name, r"\g<1>%d" % value, stats, flags=re.M)
+    write(tpath(root, ARCSTATS), stats)
+    return {"zfs_arc_max": arc_max, "zfs_arc_min": arc_min, "c_max": c_max, "c_min": c_min}
+
+
 def proc_devices(text, majors):
     char, block, section = [], [], None
     for line in text.splitlines():
@@ -331,6 +377,7 @@ def cmd_boot(_args):
         write(tpath(root, "/proc/cmdline"), entry["cmdline"] + "\n")
         write(tpath(root, "/proc/sys/kernel/osrelease"), entry["kernel"] + "\n")
         record["sysctl"], record["sysctl_unknown"] = apply_sysctl(root)
+        record["zfs"] = load_zfs(root, entry)
         majors = dict(sim["majors"])
         nxt = os.path.join(STATE, "next-boot.json")
         if os.path.isfile(nxt):

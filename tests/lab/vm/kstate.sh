@@ -14,6 +14,8 @@ for c in /sys/devices/system/cpu/cpu[0-9]*; do
   kv "cpuidle_cpu$n" "$(for s in "$c"/cpuidle/state*; do printf '%s:%s ' "$(cat "$s/name")" "$(cat "$s/disable")"; done | xargs)"
 done
 kv numa_balancing "$(cat /proc/sys/kernel/numa_balancing)"
+kv swappiness "$(cat /proc/sys/vm/swappiness)"
+kv zone_reclaim_mode "$(cat /proc/sys/vm/zone_reclaim_mode 2>/dev/null || echo absent)"
 kv scaling_driver "$(cat /sys/devices/system/cpu/cpufreq/policy*/scaling_driver 2>/dev/null | sort -u | xargs)"
 kv governor "$(cat /sys/devices/system/cpu/cpufreq/policy*/scaling_governor 2>/dev/null | sort -u | xargs)"
 kv amd_pstate_status "$(cat /sys/devices/system/cpu/amd_pstate/status 2>/dev/null || echo absent)"

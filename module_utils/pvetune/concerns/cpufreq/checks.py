@@ -339,6 +339,10 @@ def check_boost(facts, policy):
     if not files:
         return make_result(cid, policy, "skip", None, "no boost control: the cpufreq driver has none (or a VM)",
                            evidence=ev)
+    garbage = [(path, raw) for path, raw, _on in files if raw not in ("0", "1")]
+    if garbage:
+        return make_result(cid, policy, "error", None, "; ".join("%s holds %r, not 0 or 1" % (path, raw[:40])
+                                                                 for path, raw in garbage[:4]), evidence=ev)
     off = [path for path, raw, on in files if raw != on]
     current = "%s on %d of %d" % (files[0][0].rsplit("/", 1)[-1], len(files) - len(off), len(files))
     if off:

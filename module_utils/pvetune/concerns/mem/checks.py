@@ -13,6 +13,7 @@ __metaclass__ = type
 import re
 
 from ansible.module_utils.pvetune.concerns.numa.checks import sysctl_state
+from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.result import make_result, section_error, worst_of
 from ansible.module_utils.pvetune.formats.proc_text import parse_meminfo
 
@@ -28,7 +29,12 @@ _POOL = re.compile(r"\Ahugepages-([0-9]+)kB\Z")
 def read_meminfo(fsroot):
     """/proc/meminfo parsed (the one reader: this section and the ARC fix); {} without the file (a snapshot
     collected before mem.sysctl existed: the sysctls are judged without it)."""
-    return parse_meminfo(fsroot.read_text(MEMINFO)) if fsroot.isfile(MEMINFO) else {}
+    if not fsroot.isfile(MEMINFO):
+        return {}
+    try:
+        return parse_meminfo(fsroot.read_text(MEMINFO))
+    except ValueError as exc:
+        raise FsError(MEMINFO, str(exc))
 
 
 def read_memory(ctx):

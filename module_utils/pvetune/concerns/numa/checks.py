@@ -71,7 +71,7 @@ def sysctl_state(facts, key, want, conf_arg=None, default=None):
                                  % (name, want)), ev
     msg = "%s is %s at runtime, not %s" % (name, runtime, want)
     if persisted_ok:
-        msg += " although %s is persisted (set it at runtime: sysctl -w %s=%s)" % (want, key, want)
+        msg += ", although %s is persisted (set it at runtime: sysctl -w %s=%s)" % (want, key, want)
     if conf_arg is not None and conf_arg in effective_args(facts):
         msg += "; %s is on the command line" % conf_arg
     return "fail", current, msg, ev

@@ -318,16 +318,18 @@ def _zfs_arc(facts, policy):
     conf_max = parse_size((conf.get("zfs_arc_max") or {}).get("value"))
     conf_text = "%(value)s (%(file)s)" % conf["zfs_arc_max"] if conf.get("zfs_arc_max") else "not set"
     ev.append("zfs_arc_max: parameter %s, modprobe.d %s" % (params.get("zfs_arc_max"), conf_text))
-    if params.get("zfs_arc_max") and params["zfs_arc_max"] != c_max:
-        return make_result(cid, policy, "fail", current, (
-            "zfs_arc_max is %s but the ARC's c_max is %s: the cap is ignored (a zfs_arc_max written at runtime "
-            "applies only above c_min, %s); write a lower zfs_arc_min first, or configure both in modprobe.d" % (
-                _gib(params["zfs_arc_max"]), _gib(c_max), _gib(c_min))), evidence=ev)
-    if conf_max and conf_max != (params.get("zfs_arc_max") or c_max):
+    if conf_max and conf_max != c_max:
+        # At module load arc_init() takes the configured maximum (lowering c_min below it): the next load applies it.
         return make_result(cid, policy, "pending", current, (
             "%s sets zfs_arc_max=%s, the loaded module runs with c_max %s: it applies when zfs loads again (a reboot; "
             "with root on ZFS after update-initramfs -u -k all)" % (conf["zfs_arc_max"]["file"], _gib(conf_max),
                                                                   _gib(c_max))), evidence=ev, reboot_required=True)
+    if params.get("zfs_arc_max") and params["zfs_arc_max"] != c_max:
+        return make_result(cid, policy, "fail", current, (
+            "zfs_arc_max is %s but the ARC's c_max is %s: the cap is ignored (a zfs_arc_max written at runtime "
+            "applies only above c_min, %s) and no modprobe.d file sets it for the next boot; write a lower "
+            "zfs_arc_min first, and configure both in modprobe.d" % (
+                _gib(params["zfs_arc_max"]), _gib(c_max), _gib(c_min))), evidence=ev)
     if c_max + cts > ram:
         return make_result(cid, policy, "fail", current, (
             "the ARC may grow to %s while running CTs are promised %s of %s RAM: they compete with it for memory "

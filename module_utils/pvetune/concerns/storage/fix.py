@@ -7,9 +7,10 @@ minimum below it where ZFS's default minimum (RAM/32) would not be, in one modpr
 OpenZFS takes a runtime zfs_arc_max only above arc_c_min and a zfs_arc_min only up to arc_c_max (arc_tuning_update(),
 module/zfs/arc.c), so the minimum is written first when the new maximum is below the current minimum, else last.
 With root on ZFS the module loads from the initramfs, which is regenerated (update-initramfs -u -k all, as the
-Proxmox VE admin guide says) so the next boot reads the file.  rollback.yml removes the file, writes the parameters'
-old values back (0 at runtime leaves c_max where it is until the next boot: OpenZFS ignores a runtime 0) and
-regenerates the initramfs again.
+Proxmox VE admin guide says) so the next boot reads the file.  The ARC's c_max is read back: where the loaded module
+did not move it (it ignored the value, or the root is a tree without a kernel) the result asks for a reboot.
+rollback.yml removes the file, writes the parameters' old values back (0 at runtime leaves c_max where it is until
+the next boot: OpenZFS ignores a runtime 0) and regenerates the initramfs again.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -69,10 +70,21 @@ def _run(fsroot, runner, changes, request, warn):
                 "msg": "%s is not there: the zfs module is not loaded, nothing to cap" % ZFS_PARAMS}
     if state["errors"]:
         raise RunFailed("; ".join(state["errors"]))
-    ram = (read_meminfo(fsroot).get("MemTotal") or 0) * 1024
+    try:
+        ram = (read_meminfo(fsroot).get("MemTotal") or 0) * 1024
+    except FsError as exc:
+        raise RunFailed("%s: %s" % (exc.path, exc.reason))
     if not ram:
         raise RunFailed("/proc/meminfo gives no MemTotal: the ARC's cap is a share of RAM")
     target, new_min, order = plan(state, ram, request["arc_max"])
+    conf = state["configured"].get("zfs_arc_max") or {}
+    if (state["params"].get("zfs_arc_max") == target and (state["arcstats"] or {}).get("c_max") == target
+            and conf.get("value") == str(target)):
+        # Capped as wanted, configured and loaded (the installer's zfs.conf, or an earlier run): at module load ZFS
+        # lowered its minimum itself, so nothing is written.
+        return {"changed": False, "arc_max": target, "arc_min": None, "ram": ram, "reboot_required": False,
+                "changes": changes.summary(), "commands": [], "skipped_commands": [],
+                "msg": "zfs_arc_max %d is configured (%s) and loaded" % (target, conf["file"])}
     line = "options zfs %s\n" % " ".join("%s=%d" % kv for kv in sorted(order, key=lambda kv: kv[0] != "zfs_arc_min"))
     changes.plan_file(CONF, (HEADER + line).encode("utf-8"))
     effective = read_options(changes.planned_view(), "zfs", ("zfs_arc_max", "zfs_arc_min"))
@@ -98,9 +110,15 @@ def _run(fsroot, runner, changes, request, warn):
                            purpose=" (root is on ZFS: zfs loads from the initramfs)")
     if changes.check_mode and root_on_zfs(fsroot):
         skipped.append({"command": " ".join([INITRAMFS[0]] + INITRAMFS[1]), "reason": "check mode"})
+    # Did the loaded module take it? ZFS moves c_max at once (arc_tuning_update); where it did not (it ignored the
+    # value, or the root is a tree without a kernel), the file applies when zfs loads again.
+    c_max = (read_arc(fsroot).get("arcstats") or {}).get("c_max")
+    pending = not changes.check_mode and changes.changed and c_max != target
     return {"changed": changes.changed, "arc_max": target, "arc_min": new_min, "ram": ram,
-            "reboot_required": False, "changes": changes.summary(), "commands": commands,
-            "skipped_commands": skipped}
+            "reboot_required": pending, "changes": changes.summary(), "commands": commands,
+            "skipped_commands": skipped,
+            "msg": ("the loaded zfs module kept c_max %s: the cap applies when zfs loads again" % c_max
+                    if pending else "")}
 
 
 def fix(params, run_command, check_mode, diff):

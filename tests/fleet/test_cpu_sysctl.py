@@ -89,3 +89,32 @@ def test_numa_balancing_persisted(fleet, policy):
                 value, source = m.group(1), chosen[name]
     assert value == str(policy["numa_balancing"]), (
         "kernel.numa_balancing at boot: %s (%s)" % (value, source or "no sysctl.d file sets it: kernel default"))
+
+
+@pytest.mark.parametrize("key,policy_key", [("vm.swappiness", "vm_swappiness"),
+                                            ("vm.zone_reclaim_mode", "vm_zone_reclaim_mode")])
+def test_memory_sysctls_runtime(fleet, policy, key, policy_key):
+    skipped(policy, "mem.sysctl")
+    path = "/proc/sys/" + key.replace(".", "/")
+    if not fleet.exists(path):
+        pytest.skip("the kernel has no %s" % key)
+    value = fleet.read(path).strip()
+    assert value == str(policy[policy_key]), "%s is %s" % (key, value)
+
+
+def test_boost_on(fleet, policy):
+    """intel_pstate's no_turbo, else every policy's boost (6.6+; amd-pstate 6.11+), else the global boost file."""
+    skipped(policy, "cpu.boost")
+    if not policy["cpu_boost"]:
+        pytest.skip("cpu_boost is off in the policy")
+    no_turbo = "/sys/devices/system/cpu/intel_pstate/no_turbo"
+    if fleet.exists(no_turbo):
+        assert fleet.read(no_turbo).strip() == "0", "intel_pstate/no_turbo is set: turbo off"
+        return
+    values = by_policy(fleet.grep_files(CPUFREQ + "boost"))
+    if not values and fleet.exists("/sys/devices/system/cpu/cpufreq/boost"):
+        values = {"global": fleet.read("/sys/devices/system/cpu/cpufreq/boost").strip()}
+    if not values:
+        pytest.skip("no boost control (the cpufreq driver has none, or a virtual machine)")
+    off = sorted(p for p, v in values.items() if v != "1")
+    assert not off, "boost off on %d of %d: %s" % (len(off), len(values), ", ".join(off[:8]))

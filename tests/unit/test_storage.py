@@ -183,6 +183,9 @@ SCENARIOS = [
                                  setv(("zfs", "arcstats", "c_max"), 576 * GIB)], None,
      "the ARC may grow to 576.0 GiB while running CTs are promised 384.0 GiB of 768.0 GiB RAM", False),
     ("storage.zfs_arc", "warn", [], {"zfs_arc_max": 8192}, "more than the 8.0 GiB the policy allows", False),
+    ("storage.zfs_arc", "warn", [setv(("ct_runtime", "cts", 0, "cgroup", "memory.max"), str(760 << 30))], None,
+     "the ARC is capped at 16.0 GiB, but running CTs are promised 760.0 GiB of 768.0 GiB RAM: memory is "
+     "overcommitted without it", False),
     ("storage.zfs_arc", "skip", [setv(("zfs", "loaded"), False)], None, "the zfs module is not loaded", False),
     ("storage.zfs_arc", "error", [setv(("zfs", "errors"), ["/proc/spl/kstat/zfs/arcstats:3: not a row"])], None,
      "/proc/spl/kstat/zfs/arcstats:3: not a row", False),

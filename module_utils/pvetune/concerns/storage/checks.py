@@ -330,6 +330,13 @@ def _zfs_arc(facts, policy):
             "applies only above c_min, %s) and no modprobe.d file sets it for the next boot; write a lower "
             "zfs_arc_min first, and configure both in modprobe.d" % (
                 _gib(params["zfs_arc_max"]), _gib(c_max), _gib(c_min))), evidence=ev)
+    if c_max + cts > ram and c_max <= target * 1.05:
+        # The ARC is as small as the policy wants: the CTs alone ask for more than there is; not the ARC's to fix.
+        res = make_result(cid, policy, "warn", current, (
+            "the ARC is capped at %s, but running CTs are promised %s of %s RAM: memory is overcommitted without it"
+            % (_gib(c_max), _gib(cts), _gib(ram))), evidence=ev)
+        res["fix_tag"] = ""
+        return res
     if c_max + cts > ram:
         return make_result(cid, policy, "fail", current, (
             "the ARC may grow to %s while running CTs are promised %s of %s RAM: they compete with it for memory "

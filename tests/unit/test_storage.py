@@ -195,6 +195,8 @@ SCENARIOS = [
     ("storage.weights", "pass", [], None, "every GPU CT volume is local", False),
     ("storage.weights", "warn", [vol(("101", "mp0"), fstype="nfs4", source="nas01:/export/models")], None,
      "CT 101 mp0 /models: on network storage (nfs4, nas01:/export/models)", False),
+    ("storage.weights", "warn", [lambda f: [fn.update(numa_node=0) for fn in f["pci"]["functions"]]], None,
+     "nvme3 is on NUMA node 1, where no GPU is: its reads cross the socket link", False),
     ("storage.weights", "warn", [setv(("storage", "nvme", "nvme3", "current_link_width"), "2")], None,
      "nvme3 runs at 16.0 GT/s PCIe x2 of 16.0 GT/s PCIe x4", False),
     ("storage.weights", "warn", [vol(("101", "mp0"), disks=["sda"]),
@@ -266,6 +268,8 @@ SCENARIOS = [
      "dev/shm tmpfs rw,nosuid,nodev,size=1024m,create=dir 0 0", False),
     ("lxc.shm_memlock", "pass", [setv(("ct_runtime", "cts", 0, "memlock"), {"soft": 8 << 20, "hard": 8 << 20})],
      {"lxc_memlock_unlimited": False}, "every running GPU CT", False),
+    ("lxc.shm_memlock", "warn", [setv(("ct_runtime", "cts", 0, "shm"), {"size": None, "missing": True})], None,
+     "CT 101: no /dev/shm is mounted (an init that mounts none): NCCL cannot create its segments", False),
     ("lxc.shm_memlock", "skip", [setv(("ct_runtime", "cts"), [])], None, "no CT config passes NVIDIA devices", False),
     ("lxc.shm_memlock", "error", [setv(("ct_runtime", "cts", 0, "memlock"), {"error": "/proc/4127/limits: "
                                                                               "Permission denied"})], None,

@@ -202,7 +202,8 @@ def read_runtime(ctx):
 
 def read_shm_memlock(fsroot, pid):
     """``(shm, memlock)`` of a running CT, read through its init: shm ``{"size": bytes or None (tmpfs's default,
-    half of RAM), "options"}`` of /dev/shm in its mounts, or ``{"error"}`` (None when the CT does not run); memlock
+    half of RAM), "raw", "fstype", "missing": no /dev/shm mount at all}`` of its mounts, or ``{"error"}`` (None
+    when the CT does not run); memlock
     ``{"soft", "hard"}`` (bytes, None = unlimited) of its init's limits, or ``{"error"}``."""
     if pid is None:
         return None, None
@@ -214,7 +215,7 @@ def read_shm_memlock(fsroot, pid):
             size = mount_option(mounts[-1], "size")
             shm = {"size": tmpfs_size(size), "raw": size, "fstype": mounts[-1]["fstype"]}
         else:
-            shm = {"error": "%s: no /dev/shm mount" % path}
+            shm = {"size": None, "raw": None, "fstype": None, "missing": True}
     except FsError as exc:
         shm = {"error": "%s: %s" % (exc.path, exc.reason)}
     except ValueError as exc:
@@ -471,11 +472,15 @@ def shm_memlock_item(ct, policy):
         return {"name": name, "status": "error", "current": None, "expected": None,
                 "message": "; ".join(errors) or "its init's mounts and limits were not read"}
     want_shm = policy["lxc_min_shm_mib"] << 20
-    current = "/dev/shm %s, memlock %s" % ("half of RAM (tmpfs default)" if shm["size"] is None else _mib(
-        shm["size"]), _mib(memlock["soft"]))
+    shm_text = ("none" if shm.get("missing") else "half of RAM (tmpfs default)" if shm["size"] is None
+                else _mib(shm["size"]))
+    current = "/dev/shm %s, memlock %s" % (shm_text, _mib(memlock["soft"]))
     lines, notes = [], []
-    if want_shm and shm["size"] is not None and shm["size"] < want_shm:
+    if want_shm and shm.get("missing"):
+        notes.append("no /dev/shm is mounted (an init that mounts none): NCCL cannot create its segments")
+    elif want_shm and shm["size"] is not None and shm["size"] < want_shm:
         notes.append("/dev/shm is %s, less than %s" % (_mib(shm["size"]), _mib(want_shm)))
+    if notes and want_shm:
         lines.append("lxc.mount.entry: tmpfs dev/shm tmpfs rw,nosuid,nodev,size=%dm,create=dir 0 0"
                      % policy["lxc_min_shm_mib"])
     if policy["lxc_memlock_unlimited"] and memlock["soft"] is not None:

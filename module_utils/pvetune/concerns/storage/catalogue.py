@@ -43,7 +43,8 @@ ENTRIES = (
         "id": "storage.weights",
         "summary": (
             "each GPU CT's rootfs and mount points (CT config -> storage.cfg, /proc/mounts) are local; the NVMe "
-            "devices under them run at their maximum link speed and width, `none` scheduler and `read_ahead_kb` >= "
+            "devices under them run at their maximum link speed and width on a NUMA node with GPUs, `none` "
+            "scheduler and `read_ahead_kb` >= "
             "4096 (policy) on disks that are not ZFS vdevs; a network mount warns, naming it"
         ),
         "title": "GPU CTs load weights from local NVMe at full link speed",

@@ -373,10 +373,13 @@ def _vol_name(vol):
     return "CT %s %s %s" % (vol["ctid"], vol["key"], vol["ct_path"] or "")
 
 
-def _disk_problems(storage, disk, policy):
+def _disk_problems(storage, disk, policy, gpu_nodes=()):
     info = storage["disks"].get(disk) or {}
     out = []
     nvme = storage["nvme"].get(info.get("nvme")) or {}
+    node = nvme.get("numa_node")
+    if gpu_nodes and node and node.isdigit() and int(node) not in gpu_nodes:
+        out.append("%s is on NUMA node %s, where no GPU is: its reads cross the socket link" % (info["nvme"], node))
     speed, top = nvme.get("current_link_speed"), nvme.get("max_link_speed")
     width, top_w = nvme.get("current_link_width"), nvme.get("max_link_width")
     if speed and top and width and top_w and (speed != top or width != top_w):
@@ -402,6 +405,8 @@ def check_weights(facts, policy):
     storage = facts["storage"]
     if storage.get("mounts_error"):
         return make_result(cid, policy, "error", None, storage["mounts_error"], evidence=ev)
+    gpu_nodes = {f.get("numa_node") for f in (facts.get("pci") or {}).get("functions") or ()
+                 if f.get("is_gpu") and isinstance(f.get("numa_node"), int) and f["numa_node"] >= 0}
     for vol in volumes:
         where = vol["type"] + (" " + vol["storage"] if vol["storage"] else "")
         item = {"name": _vol_name(vol), "status": "pass", "current": where, "expected": "local NVMe", "message": ""}
@@ -413,7 +418,7 @@ def check_weights(facts, policy):
         elif vol["why"]:
             item["message"] = "local; %s" % vol["why"]
         else:
-            problems = [p for disk in vol["disks"] for p in _disk_problems(storage, disk, policy)]
+            problems = [p for disk in vol["disks"] for p in _disk_problems(storage, disk, policy, gpu_nodes)]
             item["current"] = "%s on %s" % (where, ", ".join(vol["disks"]) or "no disk found")
             if problems:
                 item.update(status="warn", message="; ".join(problems))

@@ -19,7 +19,7 @@ description:
     parameters of the loaded module, the minimum first when the new maximum is below the current minimum (OpenZFS
     takes a runtime maximum only above the minimum). Refuses when a later modprobe.d file would override it.
   - With root on ZFS runs C(update-initramfs -u -k all) (zfs loads from the initramfs). Reads the ARC's C(c_max)
-    back: no reboot is needed when the loaded module took the new maximum.
+    back; no reboot is needed when the loaded module took the new maximum.
   - Without the zfs module loaded there is nothing to cap; the result says so.
 version_added: "0.1.0"
 author:

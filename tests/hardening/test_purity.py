@@ -59,15 +59,19 @@ def _fix_args(module, args, policy, acs_ports):
     (pvetune_fix_policy: pvetune_preflight's result) and from the ACS fix's result (acs_ports). The rest is the same
     on every host: the run id, the role defaults, the lock's owner, pvetune_policy as given."""
     cpu = {key: policy[key] for key in ("amd_pstate_mode", "intel_pstate_mode", "governor", "epp")}
+    boost = True if policy["cpu_boost"] else None       # cpu.yml omits it, boot.yml passes null, when it is off
     pcie = {"vendor": policy["pcie_vendor"], "class_prefix": policy["pcie_class_prefix"]}
     mrrs = dict(pcie, mrrs=policy["pcie_mrrs"])
     if module == "pvetune_runtime":
-        configs = dict(args["configs"], cpufreq=cpu)
+        configs = dict(args["configs"], cpufreq=dict(cpu, boost=boost))
         configs["pcie-mrrs"] = dict(configs["pcie-mrrs"], acs_ports=acs_ports, **mrrs)
         return dict(args, configs=configs)
     return dict(args, **{
-        "pvetune_sysctl": {"settings": {"kernel.numa_balancing": policy["numa_balancing"]}},
-        "pvetune_cpufreq": cpu,
+        "pvetune_sysctl": {"settings": {"kernel.numa_balancing": policy["numa_balancing"],
+                                        "vm.swappiness": policy["vm_swappiness"],
+                                        "vm.zone_reclaim_mode": policy["vm_zone_reclaim_mode"]}},
+        "pvetune_cpufreq": dict(cpu, **({"boost": boost} if boost else {})),
+        "pvetune_zfs_arc": {"arc_max": policy["zfs_arc_max"]},
         "pvetune_pcie_mrrs": mrrs,
         "pvetune_pcie_acs": pcie,
         "pvetune_cmdline": {"ensure": policy["cmdline_required"], "remove": policy["cmdline_forbidden"]},
@@ -79,7 +83,8 @@ def _fix_args(module, args, policy, acs_ports):
 # The fix tasks that run only for some policies (their "when"): the template must have run exactly those this
 # host's policy runs.
 WHEN = {"pvetune_kernel": lambda policy: len(policy["kernel_series"]) > 0,
-        "pvetune_pcie_acs": lambda policy: bool(policy["pcie_acs_fix"])}
+        "pvetune_pcie_acs": lambda policy: bool(policy["pcie_acs_fix"]),
+        "pvetune_zfs_arc": lambda policy: bool(policy["zfs_arc_fix"])}
 
 
 def _replay(calls, root):

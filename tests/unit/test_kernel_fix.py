@@ -39,8 +39,9 @@ DEMO = os.path.join(TOP, "demo", "snapshots")
 DEVID = "7b5a1c2e-0f3d-4c55-9a10-3e8d6f2b9c41"
 PIN_SNIPPET = "etc/default/grub.d/proxmox-kernel-pin.cfg"
 PIN_FILE = "etc/kernel/proxmox-boot-pin"
-NEW_KERNEL = ["boot/vmlinuz-6.14.8-2-pve", "boot/initrd.img-6.14.8-2-pve", "boot/config-6.14.8-2-pve",
-              "lib/modules/6.14.8-2-pve/modules.dep"]
+# The apt-get stand-in's kernel package (with the initramfs's copy of /etc/modprobe.d the postinst hook writes).
+NEW_KERNEL = ["boot/vmlinuz-6.14.8-2-pve", "boot/initrd.img-6.14.8-2-pve", "boot/initrd.img-6.14.8-2-pve.modprobe.d",
+              "boot/config-6.14.8-2-pve", "lib/modules/6.14.8-2-pve/modules.dep"]
 BAD_VERSIONS = ["6.14; reboot", "$(id)", "--foo", "6.14.8-2-pve\n", "6.14.8-2-pve\nreboot", "../../etc/passwd",
                 "6.14.8/../../x", "6.14.8 -2", "6." + "1" * 80]
 BAD_PACKAGES = ["proxmox-kernel-6.14; reboot", "--foo", "-oAPT::Get::Assume-Yes=1", "Proxmox-Kernel-6.14", "a",

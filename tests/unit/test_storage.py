@@ -124,7 +124,7 @@ def test_the_active_scheduler_of_real_queue_files(name, active):
     raw = real("storage", name).strip()
     disks = {"disks": {"nvme0n1": {"scheduler": raw, "read_ahead_kb": "4096", "zfs_vdev": False, "nvme": "nvme0"}},
              "nvme": {"nvme0": {}}}
-    problems = storage._disk_problems(disks, "nvme0n1", {"storage_read_ahead_kb": 4096})
+    problems = storage.disk_problems(disks, "nvme0n1", {"storage_read_ahead_kb": 4096})
     assert problems == ([] if active == "none" else ["nvme0n1 uses the bfq scheduler, not none"])
 
 
@@ -133,7 +133,7 @@ def test_a_real_nvme_below_its_link():
     disks = {"disks": {"nvme0n1": {"scheduler": "[none]", "read_ahead_kb": "128", "zfs_vdev": True, "nvme": "nvme0"}},
              "nvme": {"nvme0": {"current_link_speed": speed, "max_link_speed": "16.0 GT/s PCIe",
                                 "current_link_width": width, "max_link_width": "4"}}}
-    assert storage._disk_problems(disks, "nvme0n1", {"storage_read_ahead_kb": 4096}) == [
+    assert storage.disk_problems(disks, "nvme0n1", {"storage_read_ahead_kb": 4096}) == [
         "nvme0 runs at 8.0 GT/s PCIe x4 of 16.0 GT/s PCIe x4"]
 
 
@@ -204,6 +204,9 @@ SCENARIOS = [
                                                                      "read_ahead_kb": "128", "zfs_vdev": False,
                                                                      "nvme": None})], None,
      "sda reads ahead 128 KiB, less than 4096", False),
+    ("storage.weights", "pass", [vol(("101", "mp0"), type=None, storage="gone", disks=[],
+                                     why="storage gone is not in /etc/pve/storage.cfg")], None,
+     "every GPU CT volume is local", False),
     ("storage.weights", "skip", [setv(("storage", "volumes"), [])], None, "no GPU CT with a volume", False),
     ("storage.weights", "error", [setv(("storage", "mounts_error"), "/proc/mounts:4: not a mount line")], None,
      "/proc/mounts:4: not a mount line", False),

@@ -187,8 +187,10 @@ def write_boost(fsroot, steps, writer=write_sysfs):
 
 
 def describe_boost(steps):
-    return ["boost %s -> %s on %d file(s) (%s)" % (steps[0]["before"], steps[0]["after"], len(steps),
-                                                  steps[0]["path"])] if steps else []
+    if not steps:
+        return []
+    first = steps[0]
+    return ["boost %s -> %s on %d file(s) (%s)" % (first["before"], first["after"], len(steps), first["path"])]
 
 
 def _step(pol, attribute, before, after):

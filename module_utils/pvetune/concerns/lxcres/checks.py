@@ -183,7 +183,9 @@ def read_runtime(ctx):
     if not lxc.get("present"):
         return out
     version = lxc.get("cgroup_version")
-    storages = (ctx.facts.get("storage") or {}).get("storages")    # the storage reader's storage.cfg
+    storage = ctx.facts.get("storage") or {}
+    storages = storage.get("storages")          # the storage reader's storage.cfg, and what it said about it
+    out["evidence"].extend(storage.get("cfg_notes") or [])
     for ct in lxc.get("cts") or ():
         if ct.get("error") or not ct.get("passes_nvidia"):    # the LXC reader's passes_nvidia()
             continue

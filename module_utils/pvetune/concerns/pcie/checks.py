@@ -465,8 +465,8 @@ def check_aspm(facts, policy):
                                                                    else ""))
         items.append(item)
     bad = [i for i in items if i["status"] == "fail"]
-    current = "%d of %d GPU links with ASPM on%s" % (len(bad), len(items), "; policy " + aspm_policy if aspm_policy
-                                                      else "")
+    shown = "; policy " + aspm_policy if aspm_policy else ""
+    current = "%d of %d GPU links with ASPM on%s" % (len(bad), len(items), shown)
     res = worst_of(cid, policy, items, current, "ASPM is off on every GPU link", ev)
     if res["status"] == "fail":
         state = boot_arg_state(facts, ASPM_ARG)[0]

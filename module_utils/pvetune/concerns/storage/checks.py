@@ -21,8 +21,8 @@ from ansible.module_utils.pvetune.formats.ct_config import parse_ct_config
 from ansible.module_utils.pvetune.formats.modprobe_conf import read_options
 from ansible.module_utils.pvetune.formats.proc_text import mount_of, parse_mounts
 from ansible.module_utils.pvetune.formats.pve_storage import STORAGE_CFG, parse_storage_cfg, rootfs_volume
-from ansible.module_utils.pvetune.formats.zfs_text import (ARCSTATS, parse_arcstats, parse_size, parse_zfs_get,
-                                                           parse_zpool_vdevs)
+from ansible.module_utils.pvetune.formats.zfs_text import (
+    ARCSTATS, parse_arcstats, parse_size, parse_zfs_get, parse_zpool_vdevs)
 
 ZFS_PARAMS = "/sys/module/zfs/parameters"
 ARC_OPTIONS = ("zfs_arc_max", "zfs_arc_min")
@@ -216,16 +216,17 @@ def read_storage(ctx):
     ``ct_path``, ``value``, ``storage``, ``type`` (a storage.cfg type, or "bind"), ``host_path``, ``mount``,
     ``fstype``, ``source``, ``dataset``, ``disks``, ``why`` the disks are unknown), ``disks`` ({name: scheduler,
     read_ahead_kb, zfs_vdev, nvme}), ``nvme`` ({controller: its PCI link files}), ``storages`` (storage.cfg parsed,
-    None when unreadable; the CT resource reader uses it too), ``evidence``."""
+    None when unreadable) and ``cfg_notes`` (its parser's warnings, or why it is unreadable): the CT resource reader
+    uses both, ``evidence``."""
     fsroot = ctx.fsroot
     zfs = ctx.facts.get("zfs") or {}
-    out = {"volumes": [], "disks": {}, "nvme": {}, "storages": None, "evidence": []}
+    out = {"volumes": [], "disks": {}, "nvme": {}, "storages": None, "cfg_notes": [], "evidence": []}
     if fsroot.isfile(STORAGE_CFG):
         try:
-            out["storages"], warnings = parse_storage_cfg(fsroot.read_text(STORAGE_CFG))
-            out["evidence"].extend(warnings)
+            out["storages"], out["cfg_notes"] = parse_storage_cfg(fsroot.read_text(STORAGE_CFG))
         except FsError as exc:
-            out["evidence"].append("%s: %s" % (exc.path, exc.reason))
+            out["cfg_notes"] = ["%s: %s" % (exc.path, exc.reason)]
+    out["evidence"].extend(out["cfg_notes"])
     gpu_cts = [ct for ct in (ctx.facts.get("lxc") or {}).get("cts") or () if ct.get("passes_nvidia")
                and not ct.get("error")]
     if not gpu_cts:
@@ -322,8 +323,8 @@ def _zfs_arc(facts, policy):
         # At module load arc_init() takes the configured maximum (lowering c_min below it): the next load applies it.
         return make_result(cid, policy, "pending", current, (
             "%s sets zfs_arc_max=%s, the loaded module runs with c_max %s: it applies when zfs loads again (a reboot; "
-            "with root on ZFS after update-initramfs -u -k all)" % (conf["zfs_arc_max"]["file"], _gib(conf_max),
-                                                                  _gib(c_max))), evidence=ev, reboot_required=True)
+            "with root on ZFS after update-initramfs -u -k all)" % (
+                conf["zfs_arc_max"]["file"], _gib(conf_max), _gib(c_max))), evidence=ev, reboot_required=True)
     if params.get("zfs_arc_max") and params["zfs_arc_max"] != c_max:
         return make_result(cid, policy, "fail", current, (
             "zfs_arc_max is %s but the ARC's c_max is %s: the cap is ignored (a zfs_arc_max written at runtime "
@@ -340,8 +341,8 @@ def _zfs_arc(facts, policy):
     if c_max + cts > ram:
         return make_result(cid, policy, "fail", current, (
             "the ARC may grow to %s while running CTs are promised %s of %s RAM: they compete with it for memory "
-            "(reclaim stalls, the OOM killer); cap zfs_arc_max at %s" % (_gib(c_max), _gib(cts), _gib(ram),
-                                                                          _gib(target))), evidence=ev)
+            "(reclaim stalls, the OOM killer); cap zfs_arc_max at %s" % (
+                _gib(c_max), _gib(cts), _gib(ram), _gib(target))), evidence=ev)
     if c_max > target * 1.05:
         return make_result(cid, policy, "warn", current, "the ARC may grow to %s, more than the %s the policy allows "
                            "(zfs_arc_max %s)" % (_gib(c_max), _gib(target), policy["zfs_arc_max"]), evidence=ev)
@@ -373,7 +374,7 @@ def _vol_name(vol):
     return "CT %s %s %s" % (vol["ctid"], vol["key"], vol["ct_path"] or "")
 
 
-def _disk_problems(storage, disk, policy, gpu_nodes=()):
+def disk_problems(storage, disk, policy, gpu_nodes=()):
     info = storage["disks"].get(disk) or {}
     out = []
     nvme = storage["nvme"].get(info.get("nvme")) or {}
@@ -408,17 +409,19 @@ def check_weights(facts, policy):
     gpu_nodes = {f.get("numa_node") for f in (facts.get("pci") or {}).get("functions") or ()
                  if f.get("is_gpu") and isinstance(f.get("numa_node"), int) and f["numa_node"] >= 0}
     for vol in volumes:
-        where = vol["type"] + (" " + vol["storage"] if vol["storage"] else "")
+        where = (vol["type"] or "unknown storage") + (" " + vol["storage"] if vol["storage"] else "")
         item = {"name": _vol_name(vol), "status": "pass", "current": where, "expected": "local NVMe", "message": ""}
         network = vol["type"] in NETWORK_TYPES or vol["fstype"] in NETWORK_FS
         if network:
             item.update(status="warn", current="%s %s" % (vol["fstype"] or vol["type"], vol["source"] or ""),
                         message="on network storage (%s%s): weights load at the network's speed" % (
                             vol["fstype"] or vol["type"], ", " + vol["source"] if vol["source"] else ""))
+        elif vol["why"] and vol["type"] is None:
+            item.update(status="skip", message=vol["why"])
         elif vol["why"]:
             item["message"] = "local; %s" % vol["why"]
         else:
-            problems = [p for disk in vol["disks"] for p in _disk_problems(storage, disk, policy, gpu_nodes)]
+            problems = [p for disk in vol["disks"] for p in disk_problems(storage, disk, policy, gpu_nodes)]
             item["current"] = "%s on %s" % (where, ", ".join(vol["disks"]) or "no disk found")
             if problems:
                 item.update(status="warn", message="; ".join(problems))

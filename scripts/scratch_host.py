@@ -105,11 +105,12 @@ def main():
 DEFAULT_APT_REPO = {"proxmox-kernel-6.14": ["6.14.8-2-pve"]}
 
 
-# What fix.yml's kernel fix installs through the apt-get stand-in (pve-gpu01's 6.14) and rollback keeps (it may be the
-# running kernel): its files, and the grub.cfg that lists it. The integration and hardening tests compare on it.
-KEPT_KERNEL = ["boot/config-6.14.8-2-pve", "boot/grub/grub.cfg", "boot/initrd.img-6.14.8-2-pve",
-               "boot/initrd.img-6.14.8-2-pve.modprobe.d", "boot/vmlinuz-6.14.8-2-pve", "lib/modules/6.14.8-2-pve",
-               "lib/modules/6.14.8-2-pve/modules.dep"]
+# What fix.yml's kernel fix installs through the apt-get stand-in (pve-gpu01's 6.14: KERNEL_FILES, the package's files)
+# and rollback keeps (it may be the running kernel: KEPT_KERNEL, those, their directory and the grub.cfg that lists
+# it). The kernel, integration and hardening tests compare on them.
+KERNEL_FILES = ["boot/vmlinuz-6.14.8-2-pve", "boot/initrd.img-6.14.8-2-pve", "boot/initrd.img-6.14.8-2-pve.modprobe.d",
+                "boot/config-6.14.8-2-pve", "lib/modules/6.14.8-2-pve/modules.dep"]
+KEPT_KERNEL = sorted(KERNEL_FILES + ["boot/grub/grub.cfg", "lib/modules/6.14.8-2-pve"])
 
 
 def write_apt_repo(dest, packages=None):

@@ -124,3 +124,19 @@ def test_the_catalogue_is_each_concerns_entries_in_the_one_order():
         catalogue.build_catalogue(mods, catalogue.ORDER + ("gpu.clocks",))
     with pytest.raises(ValueError, match="check gpu.power_limit is in the catalogue twice"):
         catalogue.build_catalogue(mods + (mods[3],), catalogue.ORDER)
+
+
+def test_an_opt_in_is_a_boolean_policy_key_of_a_fixable_check_and_evaluate_honours_it():
+    """The catalogue's opt_in names the policy key without which fix.yml leaves the check alone: a boolean key that
+    documents the check, on a check with a fix tag. Without it a failing result has no fix_tag (audit.evaluate)."""
+    from ansible.module_utils.pvetune.core.policy import BY_KEY
+    opted = {c["id"]: c["opt_in"] for c in CATALOGUE if c.get("opt_in")}
+    assert set(opted) == {"gpu.power_limit", "gpu.clocks", "nvidia.uvm_hmm", "pcie.aspm", "storage.zfs_arc"}
+    for cid, key in opted.items():
+        assert BY_KEY[key].default is False and cid in BY_KEY[key].checks and catalogue.BY_ID[cid]["fix_tag"], cid
+    facts = {"zfs": {"loaded": True, "params": {"zfs_arc_max": 0}, "configured": {}, "errors": [], "evidence": [],
+                     "arcstats": {"c_max": 256 << 30, "c_min": 16 << 30, "size": 1 << 30}},
+             "memory": {"meminfo": {"MemTotal": 512 << 20}}, "ct_runtime": {"cts": []}}
+    for fix, tag in ((False, ""), (True, "zfs")):
+        (res,) = audit.evaluate(facts, merge_policy({"zfs_arc_fix": fix}), only={"storage.zfs_arc"})
+        assert (res["status"], res["fix_tag"]) == ("warn", tag)

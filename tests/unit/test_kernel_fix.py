@@ -18,7 +18,7 @@ from conftest import TOP
 from modharness import run_module
 
 sys.path.insert(0, os.path.join(TOP, "scripts"))
-from scratch_host import write_apt_repo
+from scratch_host import KERNEL_FILES, write_apt_repo
 from test_bootargs_fix import (
     argument_spec,
     calls,
@@ -39,9 +39,6 @@ DEMO = os.path.join(TOP, "demo", "snapshots")
 DEVID = "7b5a1c2e-0f3d-4c55-9a10-3e8d6f2b9c41"
 PIN_SNIPPET = "etc/default/grub.d/proxmox-kernel-pin.cfg"
 PIN_FILE = "etc/kernel/proxmox-boot-pin"
-# The apt-get stand-in's kernel package (with the initramfs's copy of /etc/modprobe.d the postinst hook writes).
-NEW_KERNEL = ["boot/vmlinuz-6.14.8-2-pve", "boot/initrd.img-6.14.8-2-pve", "boot/initrd.img-6.14.8-2-pve.modprobe.d",
-              "boot/config-6.14.8-2-pve", "lib/modules/6.14.8-2-pve/modules.dep"]
 BAD_VERSIONS = ["6.14; reboot", "$(id)", "--foo", "6.14.8-2-pve\n", "6.14.8-2-pve\nreboot", "../../etc/passwd",
                 "6.14.8/../../x", "6.14.8 -2", "6." + "1" * 80]
 BAD_PACKAGES = ["proxmox-kernel-6.14; reboot", "--foo", "-oAPT::Get::Assume-Yes=1", "Proxmox-Kernel-6.14", "a",
@@ -173,7 +170,7 @@ def test_gpu01_install_and_pin_with_proxmox_boot_tool(scratch):
                            ["proxmox-boot-tool", "kernel", "pin", "6.14.8-2-pve"],
                            ["update-grub"]]  # proxmox-boot-tool on a GRUB-only host
     assert not_state(changed_paths(before, tree(root))) == sorted(
-        NEW_KERNEL + ["boot/grub/grub.cfg", PIN_SNIPPET, PIN_FILE])
+        KERNEL_FILES + ["boot/grub/grub.cfg", PIN_SNIPPET, PIN_FILE])
     assert read(root, PIN_FILE) == "6.14.8-2-pve\n"
     with open(os.path.join(DEMO, "pve-gpu03", PIN_SNIPPET)) as handle:
         assert read(root, PIN_SNIPPET) == handle.read()
@@ -208,7 +205,7 @@ def test_gpu01_grub_fallback_without_proxmox_boot_tool(scratch):
     assert not res.get("failed"), res.get("msg")
     assert calls(root) == [["apt-get", "install", "-y", "proxmox-kernel-6.14"], ["update-grub"], ["update-grub"]]
     assert not_state(changed_paths(before, tree(root))) == sorted(
-        NEW_KERNEL + ["boot/grub/grub.cfg", PIN_SNIPPET, PIN_FILE])
+        KERNEL_FILES + ["boot/grub/grub.cfg", PIN_SNIPPET, PIN_FILE])
     with open(os.path.join(DEMO, "pve-gpu03", PIN_SNIPPET)) as handle:
         assert read(root, PIN_SNIPPET) == handle.read()
     assert 'set default="gnulinux-advanced-%s>gnulinux-6.14.8-2-pve-advanced-%s"' % (DEVID, DEVID) \

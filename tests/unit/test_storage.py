@@ -219,7 +219,8 @@ SCENARIOS = [
      "to files written after the change only", False),
     ("storage.zfs_dataset", "warn", [setv(("zfs", "datasets", "tank/models", "compression"), "gzip-9")], None,
      "compression gzip-9 costs CPU on every read", False),
-    ("storage.zfs_dataset", "pass", [], {"zfs_recordsize": 128}, "suit large sequential reads", False),
+    ("storage.zfs_dataset", "pass", [setv(("zfs", "datasets", "tank/models", "recordsize"), "131072")],
+     {"zfs_recordsize": 128}, "suit large sequential reads", False),
     ("storage.zfs_dataset", "skip", [vol(("101", "mp0"), dataset=None)], None, "no GPU CT mount point is a ZFS "
      "dataset", False),
     ("storage.zfs_dataset", "skip", [setv(("zfs", "datasets"), None), setv(("zfs", "datasets_reason"),
@@ -404,3 +405,18 @@ def test_sysctl_fix_persists_swappiness_and_zone_reclaim_beside_numa_balancing(t
     back = run_module("pvetune_rollback", {"root": str(tree)})
     assert not back.get("failed"), back
     assert _read(tree, "/proc/sys/vm/swappiness") == "60\n"
+
+
+def test_the_zfs_commands_wait_for_a_gpu_ct():
+    """zfs get and zpool list serve only the GPU CTs' volumes: without one, the reader reads neither (on a live host
+    it runs neither command; here, on a snapshot, it reads neither capture)."""
+    from ansible.module_utils.pvetune.audit import Context
+
+    facts = good_facts()
+    root = FsRoot(os.path.abspath(os.path.join(DEMO, "pve-gpu02")))
+    with_cts = storage.read_zfs(Context(root, None, None, facts))
+    assert with_cts["datasets"] and with_cts["vdevs"] and with_cts["vdevs_reason"] is None
+    facts["lxc"]["cts"] = [dict(ct, passes_nvidia=False) for ct in facts["lxc"]["cts"]]
+    without = storage.read_zfs(Context(root, None, None, facts))
+    assert (without["datasets"], without["vdevs"], without["datasets_reason"]) == (None, None, "no GPU CT")
+    assert without["arcstats"]["c_max"] == 16 * GIB          # the ARC is still read: storage.zfs_arc needs no CT

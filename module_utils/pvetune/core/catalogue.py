@@ -7,9 +7,10 @@ One entry per check: id, the concern that owns it (the package concerns/<concern
 its evaluator), summary (what it holds a host to, one line of markdown: README's table), title, severity, the
 expected value (a template filled from the policy), why it matters, how to fix it by hand (remediation: no pvetune
 command line, the report derives that per host from the fields below), the fix playbook tag (fix_tag; fix_tags,
-which includes it, when the fix needs more tags, in the order the fix runs them), and whether the fix needs a
-reboot (reboot: yes, no, or "when ..." = when the result asks for one).  The evaluators produce the current value
-and the status; everything an operator reads comes from here.
+which includes it, when the fix needs more tags, in the order the fix runs them; opt_in, the policy key without which
+fix.yml leaves it alone: audit.evaluate then gives its fail, warn and pending results no fix_tag), and whether the fix
+needs a reboot (reboot: yes, no, or "when ..." = when the result asks for one).  The evaluators produce the current
+value and the status; everything an operator reads comes from here.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -33,6 +33,7 @@ ENTRIES = (
             "to it); re-apply at every boot, the limit does not persist."
         ),
         "fix_tag": "gpu",
+        "opt_in": "gpu_power_fix",
         "reboot": "no",
     },
     {
@@ -56,6 +57,7 @@ ENTRIES = (
             "the GPU's cooling, the inlet temperature, the PSU and the platform's power brake."
         ),
         "fix_tag": "gpu",
+        "opt_in": "gpu_clocks_fix",
         "reboot": "no",
     },
     {

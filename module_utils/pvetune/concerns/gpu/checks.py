@@ -103,18 +103,18 @@ def _host_gpus(cid, facts, policy):
     return gpus, smi_states(facts), labels, ev, None
 
 
-def _per_gpu(cid, facts, policy, item, current, ok_message, counted, fix_key):
+def _per_gpu(cid, facts, policy, item, current, ok_message, counted):
     """A check judged GPU by GPU from the nvidia-smi -q state: ``item(label, state)`` per host-owned GPU, the worst
     decides; ``current(n counted, n)`` the current value, counting the items whose status is in ``counted``.
 
-    fix.yml answers for the result (its audit gate, the reports' fix command) only when the opt-in policy
-    ``fix_key`` is on and the fix can settle every problem (an item's ``_fixable``): a power brake, a hardware
-    slowdown or a lock nvidia-smi -q does not show are the operator's."""
+    fix.yml answers for the result (its audit gate, the reports' fix command) only when the fix can settle every
+    problem (an item's ``_fixable``): a power brake, a hardware slowdown or a lock nvidia-smi -q does not show are the
+    operator's (and without the check's opt-in policy key, every problem is: audit.evaluate)."""
     gpus, states, labels, ev, early = _host_gpus(cid, facts, policy)
     if early:
         return early
     items = [item(labels[g["bdf"]], states.get(g["bdf"])) for g in gpus]
-    fixable = policy[fix_key] and all(i.get("_fixable") for i in items if i["status"] in ("fail", "warn"))
+    fixable = all(i.get("_fixable") for i in items if i["status"] in ("fail", "warn"))
     for i in items:
         i.pop("_fixable", None)
     bad = len([i for i in items if i["status"] in counted])
@@ -170,7 +170,7 @@ def check_power_limit(facts, policy):
         return "%d of %d GPUs below their %s limit" % (bad, total, policy["gpu_power_limit"])
 
     return _per_gpu("gpu.power_limit", facts, policy, lambda label, state: power_item(label, state, policy), current,
-                    "every GPU at its %s power limit" % target, ("fail",), "gpu_power_fix")
+                    "every GPU at its %s power limit" % target, ("fail",))
 
 
 # -- gpu.clocks --------------------------------------------------------------------------------------------------
@@ -218,7 +218,7 @@ def check_clocks(facts, policy):
         return "%d of %d GPUs with set clocks or a hardware slowdown" % (bad, total)
 
     return _per_gpu("gpu.clocks", facts, policy, clocks_item, current,
-                    "default clocks, no hardware slowdown on any GPU", ("fail", "warn"), "gpu_clocks_fix")
+                    "default clocks, no hardware slowdown on any GPU", ("fail", "warn"))
 
 
 # -- gpu.health --------------------------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ ENTRIES = (
             "process running, or reboot."
         ),
         "fix_tag": "nvidia",
+        "opt_in": "nvidia_uvm_hmm_fix",
         "reboot": "when the loaded nvidia_uvm still runs HMM",
     },
 )

@@ -17,6 +17,7 @@ import re
 
 from ansible.module_utils.pvetune.concerns.pcie.checks import gpu_functions
 from ansible.module_utils.pvetune.core.fsroot import SNAPSHOT_DIR, FsError
+from ansible.module_utils.pvetune.core.runner import captured_output
 from ansible.module_utils.pvetune.core.result import make_result, section_error
 from ansible.module_utils.pvetune.formats import dev_nodes, proc_devices
 from ansible.module_utils.pvetune.formats.modprobe_conf import read_options
@@ -122,18 +123,10 @@ def _read_minors(fsroot):
 def _read_smi(fsroot, runner, evidence):
     """``(parse_nvidia_smi() output with ``state`` (parse_gpu_state()) or None, why not)``: ``nvidia-smi -q`` on a
     live host, the snapshot's capture of it otherwise (never run for a snapshot)."""
-    if not fsroot.live:
-        if not fsroot.isfile(SMI_SNAPSHOT):
-            return None, "snapshot has no %s" % SMI_SNAPSHOT
-        evidence.append(SMI_SNAPSHOT)
-        text = fsroot.read_text(SMI_SNAPSHOT)
-    elif not (runner and runner.which("nvidia-smi")):
-        return None, "nvidia-smi not installed"
-    else:
-        rc, text, stderr = runner.run("nvidia-smi", SMI_ARGS)
-        if rc != 0:
-            return None, "nvidia-smi -q exited %d: %s" % (rc, (stderr or text).strip()[:200])
-        evidence.append("nvidia-smi -q")
+    text, why, where = captured_output(fsroot, runner, ("nvidia-smi", SMI_ARGS), SMI_SNAPSHOT)
+    if text is None:
+        return None, why
+    evidence.append(where if not fsroot.live else "nvidia-smi -q")
     smi = parse_nvidia_smi(text)
     smi["state"] = parse_gpu_state(text)
     return smi, None
@@ -380,19 +373,14 @@ def check_uvm_hmm(facts, policy):
         return make_result(cid, policy, "pass", current, why if want_off else "no known HMM issue in branch %d" %
                            branch, evidence=ev)
     if hmm.get("configured"):
-        res = make_result(cid, policy, "pending", current, "uvm_disable_hmm=1 is set in %s but the loaded "
-                          "nvidia_uvm still runs HMM: effective when nvidia_uvm reloads or at the next reboot" %
-                          hmm["configured_in"], evidence=ev, reboot_required=True)
-        if not policy["nvidia_uvm_hmm_fix"]:
-            res["fix_tag"] = ""     # configured by hand: the operator's reboot, not one fix.yml plans
-        return res
+        # Configured by hand (without nvidia_uvm_hmm_fix): the operator's reboot, not one fix.yml plans.
+        return make_result(cid, policy, "pending", current, "uvm_disable_hmm=1 is set in %s but the loaded "
+                           "nvidia_uvm still runs HMM: effective when nvidia_uvm reloads or at the next reboot" %
+                           hmm["configured_in"], evidence=ev, reboot_required=True)
     status = "fail" if policy["nvidia_uvm_hmm"] == "disable" else "warn"
     why = "; ".join(row["problem"] for row in rows) or "policy nvidia_uvm_hmm is disable"
-    res = make_result(cid, policy, status, current, "HMM is on with driver %s (%s); expected %s" % (
+    return make_result(cid, policy, status, current, "HMM is on with driver %s (%s); expected %s" % (
         version["version"], why, expected), evidence=ev, reboot_required=True)
-    if not policy["nvidia_uvm_hmm_fix"]:
-        res["fix_tag"] = ""         # fix.yml writes the modprobe.d file only with the opt-in policy
-    return res
 
 
 SECTIONS = (("nvidia", read_nvidia),)

@@ -157,6 +157,7 @@ ENTRIES = (
             "kernel command line (echo performance > /sys/module/pcie_aspm/parameters/policy now) and reboot."
         ),
         "fix_tag": "cmdline",
+        "opt_in": "pcie_aspm_fix",
         "reboot": "when a GPU link has ASPM on",
     },
 )

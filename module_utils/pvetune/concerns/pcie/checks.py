@@ -476,7 +476,6 @@ def check_aspm(facts, policy):
         elif policy["pcie_aspm_fix"]:
             res["reboot_required"] = True
         else:
-            res["fix_tag"] = ""
             res["message"] += ("; disable ASPM in the firmware setup, or add %s to the command line (fix.yml does "
                                "with policy pcie_aspm_fix: true)" % ASPM_ARG)
     return res

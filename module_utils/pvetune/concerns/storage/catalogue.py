@@ -37,6 +37,7 @@ ENTRIES = (
             "ZFS run update-initramfs -u -k all."
         ),
         "fix_tag": "zfs",
+        "opt_in": "zfs_arc_fix",
         "reboot": "no",
     },
     {

@@ -25,6 +25,7 @@ from ansible.module_utils.pvetune.formats.zfs_text import (
     ARCSTATS, parse_arcstats, parse_size, parse_zfs_get, parse_zpool_vdevs)
 
 ZFS_PARAMS = "/sys/module/zfs/parameters"
+MOUNTS = "/proc/mounts"
 ARC_OPTIONS = ("zfs_arc_max", "zfs_arc_min")
 ARC_KEYS = ("c", "c_min", "c_max", "size")
 DATASET_PROPS = ("recordsize", "compression")
@@ -81,6 +82,10 @@ def read_zfs(ctx):
         out["evidence"].append("%s: not there (zfs module not loaded)" % ZFS_PARAMS)
         return out
     out["evidence"].append("%s/{%s}; %s" % (ZFS_PARAMS, ",".join(ARC_OPTIONS), ARCSTATS))
+    if not gpu_cts(ctx.facts):
+        # Only the GPU CTs' volumes need the datasets and the pools' devices: no command for a host without one.
+        out["datasets_reason"] = out["vdevs_reason"] = "no GPU CT"
+        return out
     for key, command, snapshot, parse in (
             ("datasets", ZFS_GET, ZFS_GET_SNAPSHOT, lambda t, w: parse_zfs_get(t, DATASET_PROPS, w)),
             ("vdevs", ZPOOL_LIST, ZPOOL_LIST_SNAPSHOT, parse_zpool_vdevs)):
@@ -157,6 +162,7 @@ def _read_nvme(fsroot, ctrl):
 
 
 def _pool_disks(fsroot, zfs, pool):
+    """The whole disks under a pool's devices (zpool list), or None when the pool was not listed."""
     vdevs = (zfs.get("vdevs") or {}).get(pool)
     if vdevs is None:
         return None
@@ -167,7 +173,7 @@ def _pool_disks(fsroot, zfs, pool):
     return out
 
 
-def _resolve(fsroot, volume, storages, mounts, zfs):
+def _resolve(fsroot, volume, storages, mounts, pools, pools_reason):
     """Fill a volume's storage type, host path, mount, dataset and disks (or ``why`` they are not known)."""
     try:
         storage, name = rootfs_volume(volume["value"])
@@ -183,10 +189,10 @@ def _resolve(fsroot, volume, storages, mounts, zfs):
     if conf and conf["type"] == "zfspool":
         pool = conf.get("pool", "").strip("/")
         volume["dataset"] = "%s/%s" % (pool, name)
-        disks = _pool_disks(fsroot, zfs, pool.split("/")[0])
+        disks = pools.get(pool.split("/")[0])
         volume["disks"] = disks or []
         if disks is None:
-            volume["why"] = "the devices of pool %s: %s" % (pool.split("/")[0], zfs.get("vdevs_reason") or "not listed")
+            volume["why"] = "the devices of pool %s: %s" % (pool.split("/")[0], pools_reason or "not listed")
         return
     if conf and conf["type"] in NETWORK_TYPES:
         volume["source"] = conf.get("server") or conf.get("monhost") or conf.get("portal") or ""
@@ -205,10 +211,25 @@ def _resolve(fsroot, volume, storages, mounts, zfs):
     volume.update(fstype=mount["fstype"], source=mount["source"], mount=mount["target"])
     if mount["fstype"] == "zfs":
         volume["dataset"] = mount["source"]
-        volume["disks"] = _pool_disks(fsroot, zfs, mount["source"].split("/")[0]) or []
+        volume["disks"] = pools.get(mount["source"].split("/")[0]) or []
     elif mount["source"].startswith("/dev/"):
         name = _block_name(fsroot, mount["source"])
         volume["disks"] = _disks_below(fsroot, name) if name else []
+
+
+def gpu_cts(facts):
+    """The CT configs the LXC reader read that pass NVIDIA devices (its passes_nvidia())."""
+    return [ct for ct in (facts.get("lxc") or {}).get("cts") or () if ct.get("passes_nvidia") and not ct.get("error")]
+
+
+def read_mounts(fsroot):
+    """The one reader of /proc/mounts (this section, the ARC fix's root-on-ZFS test): ``(mounts, error or None)``."""
+    try:
+        return parse_mounts(fsroot.read_text(MOUNTS)), None
+    except FsError as exc:
+        return [], "%s: %s" % (exc.path, exc.reason)
+    except ValueError as exc:
+        return [], str(exc)
 
 
 def read_storage(ctx):
@@ -227,27 +248,19 @@ def read_storage(ctx):
         except FsError as exc:
             out["cfg_notes"] = ["%s: %s" % (exc.path, exc.reason)]
     out["evidence"].extend(out["cfg_notes"])
-    gpu_cts = [ct for ct in (ctx.facts.get("lxc") or {}).get("cts") or () if ct.get("passes_nvidia")
-               and not ct.get("error")]
-    if not gpu_cts:
+    cts = gpu_cts(ctx.facts)
+    if not cts:
         return out
     # Read whole or not at all, and never at the cost of storage.cfg, which the CT resource reader needs too.
-    mounts, out["mounts_error"] = [], None
-    try:
-        mounts = parse_mounts(fsroot.read_text("/proc/mounts"))
-    except FsError as exc:
-        out["mounts_error"] = "%s: %s" % (exc.path, exc.reason)
-    except ValueError as exc:
-        out["mounts_error"] = str(exc)
-    vdev_disks = set()
-    for pool in (zfs.get("vdevs") or {}):
-        vdev_disks.update(_pool_disks(fsroot, zfs, pool) or ())
-    for ct in gpu_cts:
+    mounts, out["mounts_error"] = read_mounts(fsroot)
+    pools = {pool: _pool_disks(fsroot, zfs, pool) for pool in (zfs.get("vdevs") or {})}
+    vdev_disks = {disk for disks in pools.values() for disk in disks or ()}
+    for ct in cts:
         for key, value in _volumes(ct):
             volume = {"ctid": ct["ctid"], "key": key, "value": value, "ct_path": _ct_path(key, value),
                       "storage": None, "type": None, "host_path": None, "mount": None, "fstype": None, "source": None,
                       "dataset": None, "disks": [], "why": None}
-            _resolve(fsroot, volume, out["storages"], mounts, zfs)
+            _resolve(fsroot, volume, out["storages"], mounts, pools, zfs.get("vdevs_reason"))
             out["volumes"].append(volume)
             for disk in volume["disks"]:
                 if disk not in out["disks"]:
@@ -256,7 +269,7 @@ def read_storage(ctx):
                 if ctrl and ctrl not in out["nvme"]:
                     out["nvme"][ctrl] = _read_nvme(fsroot, ctrl)
     out["evidence"].append("%s, /proc/mounts: %d volumes of %d GPU CTs on %d disks" % (
-        STORAGE_CFG, len(out["volumes"]), len(gpu_cts), len(out["disks"])))
+        STORAGE_CFG, len(out["volumes"]), len(cts), len(out["disks"])))
     return out
 
 
@@ -287,14 +300,6 @@ def running_ct_memory(facts):
 
 
 def check_zfs_arc(facts, policy):
-    """storage.zfs_arc; fix.yml (tag zfs) answers for it only with the opt-in policy zfs_arc_fix."""
-    res = _zfs_arc(facts, policy)
-    if not policy["zfs_arc_fix"] and res["status"] in ("fail", "warn", "pending"):
-        res["fix_tag"] = ""
-    return res
-
-
-def _zfs_arc(facts, policy):
     cid = "storage.zfs_arc"
     err = section_error(facts, "zfs") or section_error(facts, "memory")
     if err:

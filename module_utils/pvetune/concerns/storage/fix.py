@@ -18,14 +18,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.module_utils.pvetune.concerns.mem.checks import read_meminfo
-from ansible.module_utils.pvetune.concerns.storage.checks import ZFS_PARAMS, arc_target, read_arc
+from ansible.module_utils.pvetune.concerns.storage.checks import ZFS_PARAMS, arc_target, read_arc, read_mounts
 from ansible.module_utils.pvetune.core.changeset import WriteFailed
 from ansible.module_utils.pvetune.core.fsroot import FsError
 from ansible.module_utils.pvetune.core.module_common import fix_call
 from ansible.module_utils.pvetune.core.policy import BY_KEY
 from ansible.module_utils.pvetune.core.runner import RunFailed, run_or_restore
 from ansible.module_utils.pvetune.formats.modprobe_conf import read_options
-from ansible.module_utils.pvetune.formats.proc_text import mount_of, parse_mounts
+from ansible.module_utils.pvetune.formats.proc_text import mount_of
 
 # After the installer's /etc/modprobe.d/zfs.conf in modprobe's name order: the last value of an option wins.
 CONF = "/etc/modprobe.d/zz-pvetune-zfs.conf"
@@ -36,11 +36,8 @@ HEADER = ("# Managed by pvetune (fix.yml --tags zfs, check storage.zfs_arc); rol
 
 
 def root_on_zfs(fsroot):
-    """Whether / is a ZFS dataset (then zfs loads from the initramfs); None when /proc/mounts says nothing."""
-    try:
-        mount = mount_of("/", parse_mounts(fsroot.read_text("/proc/mounts")))
-    except (FsError, ValueError):
-        return None
+    """Whether / is a ZFS dataset (then zfs loads from the initramfs); False when /proc/mounts cannot tell."""
+    mount = mount_of("/", read_mounts(fsroot)[0])
     return mount is not None and mount["fstype"] == "zfs"
 
 

@@ -43,6 +43,14 @@ options:
     type: list
     elements: str
     default: []
+  ceph_sets:
+    description:
+      - Also ask Ceph which other nodes of the cluster may stop together with this one (C(ceph osd ok-to-stop
+        <this node's up OSDs> --max <up OSDs> --format json)) and how many monitors may stop. The reboot wave
+        planner's discovery (M(pvetune_waves)) asks it; RV(cluster.wave) carries the answer.
+      - On a Ceph release without C(--max) (before Pacific) the answer is this node alone.
+    type: bool
+    default: false
   ctids:
     description: The GPU CTs pvetune manages, which the reboot may stop. V([]) means every CT whose config passes
       NVIDIA devices.
@@ -154,6 +162,9 @@ cluster:
           or a one-node cluster without a qdevice.
         - C(cluster), C(members), C(node), C(votes), C(total_votes), C(quorum), C(quorate), C(maintenance_votes) (of
           the other nodes in HA maintenance), C(ha_master) (this node runs the HA manager master), C(ceph).
+        - With O(ceph_sets), C(ceph_with) (the corosync names Ceph lets stop together with this node, itself first;
+          null when no up OSD of this node holds it back), C(ceph_why), C(mon) (this node runs a monitor) and
+          C(mon_spare) (how many monitors may stop and keep a majority).
       type: dict
 actions:
   description: What this call did (or, in check mode, would do), in order.
@@ -171,6 +182,7 @@ ARGUMENT_SPEC = dict(
     run_id=dict(type="str"),
     state=dict(type="str", default="check", choices=list(STATES)),
     leaving=dict(type="list", elements="str", default=[]),
+    ceph_sets=dict(type="bool", default=False),
     ctids=dict(type="list", elements="int", default=[]),
     running_guests=dict(type="str", default="refuse", choices=["refuse", "stop"]),
     timeout=dict(type="int", default=900),

@@ -14,12 +14,14 @@ short_description: Plan a fleet's reboots in cluster-aware waves, and say before
 description:
   - With O(state=plan), plans which hosts of a fix run reboot together, once, before any host is touched, from the
     read-only discovery of every host (the audit's reboot need and the cluster gate's C(check) reading). Each
-    cluster gets a budget of nodes that may be down together, the smallest of O(cluster_max_down), what quorum
-    allows (its votes now, less the votes of nodes in HA maintenance, less the quorum) and what Ceph allows
-    (O(ceph_max_down) where the cluster runs Ceph). A canary wave comes first (O(canary) hosts, standalone ones
-    preferred); then each wave takes up to each cluster's budget, the clusters with the most nodes left first,
-    standalone hosts fill the free slots, and no wave has more than O(max_parallel) hosts. The node that runs the
-    HA manager master goes last in its cluster. A host the cluster gate refuses now is blocked, with the reason.
+    cluster gets a budget of nodes that may be down together, the smaller of O(cluster_max_down) and what quorum
+    allows (its votes now, less the votes of nodes in HA maintenance, less the quorum). Where the cluster runs Ceph,
+    nodes go together only when one node's C(ceph osd ok-to-stop --max) answer (C(ceph_with) in the gate's C(wave))
+    holds the others' OSDs, and with no more monitors than may stop (C(mon_spare)).
+  - A canary wave comes first (O(canary) hosts, standalone ones preferred); then each wave takes up to each
+    cluster's budget, the clusters with the most nodes left first, standalone hosts fill the free slots, and no
+    wave has more than O(max_parallel) hosts. The node that runs the HA manager master goes last in its cluster. A
+    host the cluster gate refuses now is blocked, with the reason.
   - With O(state=between), says whether the next wave may start (C(fix.stop) and C(fix.pause) in O(control_dir),
     the maintenance O(windows), the O(gate_cmd)); it waits while the pause file exists.
   - Runs on the controller; the action plugin of the same name runs it in-process and gives O(forks).
@@ -41,13 +43,6 @@ options:
     default: {}
   cluster_max_down:
     description: The most nodes of one cluster down at once (C(pvetune_cluster_max_down)).
-    type: int
-    default: 1
-  ceph_max_down:
-    description:
-      - The most nodes of a Ceph cluster down at once (C(pvetune_ceph_max_down)). With size 3 / min_size 2 pools and
-        host failure domains two nodes down stop I/O, so 1; raise it where the CRUSH failure domain is a rack that
-        holds several nodes. The cluster gate still asks C(ceph osd ok-to-stop) for the OSDs of the whole wave.
     type: int
     default: 1
   max_parallel:

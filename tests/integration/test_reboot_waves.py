@@ -4,12 +4,15 @@ command-line fix needing a reboot.
 
 Cases: the 20%-batch trap (pvetune_serial "20%" took whole clusters at once) now rolls by cluster, and --check
 prints the plan and changes nothing; a stop file that appears mid-run (written by the gate command before the second
-wave, as an operator would) stops cleanly before the third wave with the rest pending; a closed maintenance window
-and a pause file that stays past pvetune_pause_timeout each stop before the first wave and touch nothing.
+wave, as an operator would) stops cleanly before the third wave with the rest pending; a pause file that is lifted
+while the run waits lets the next wave go, and a window that closes mid-run stops cleanly before the following wave;
+a closed maintenance window and a pause file that stays past pvetune_pause_timeout each stop before the first wave
+and touch nothing.
 """
 import json
 import os
 import stat
+import sys
 from datetime import datetime
 
 import pytest
@@ -118,6 +121,68 @@ def test_a_stop_file_mid_run_stops_before_the_next_wave_with_the_rest_pending(tm
     assert rolling_hosts(run) == WAVES[0] + WAVES[1]
     for cluster in fleet["clusters"].values():   # what the gate set for a2 and b2 is released
         assert cluster.state()["ha"]["maintenance"] == []
+
+
+# The operator's side of the next test, as a gate command (pvetune_wave_gate_cmd runs once before each wave): before
+# wave 1 it sets the pause file and starts a helper that lifts it a few seconds after the check before wave 2 began
+# (ansible-runner writes each task-start event to the job_events directory as it happens); before wave 2 it closes
+# the maintenance window (the windows come from a file that the operator edits during the run).
+OPERATOR = """#!%(python)s
+import glob, json, os, sys, time
+d, pdd = %(d)r, %(pdd)r
+count = (int(open(d + "/calls").read()) if os.path.exists(d + "/calls") else 0) + 1
+open(d + "/calls", "w").write("%%d\\n" %% count)
+if count == 1:
+    open(d + "/control/fix.pause", "w").close()
+    if os.fork() == 0:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        for _ in range(600):
+            starts = [f for f in glob.glob(pdd + "/artifacts/*/job_events/*.json")
+                      if "playbook_on_task_start" in open(f).read()
+                      and "Between waves - may this wave start" in open(f).read()]
+            if len(starts) >= 2:
+                break
+            time.sleep(0.5)
+        time.sleep(4)
+        os.unlink(d + "/control/fix.pause")
+        os._exit(0)
+elif count == 2:
+    today = time.localtime().tm_wday
+    days = [n for i, n in enumerate(["mon", "tue", "wed", "thu", "fri", "sat", "sun"]) if i != today]
+    json.dump([{"days": days, "start": "00:00", "end": "24:00"}], open(d + "/windows.json", "w"))
+print("quiet")
+"""
+
+
+def test_a_lifted_pause_lets_the_wave_go_and_a_window_closing_mid_run_stops_before_the_next(tmp_path, fleet):
+    """Before wave 2 the run waits for the pause file (one 10 s look), which the operator lifts: wave 2 runs. Then the
+    window closes (the windows file now lists every day but today): the check before wave 3 stops the run cleanly,
+    waves 3 and 4 pending, nothing of theirs touched."""
+    for sub in ("reports", "control"):
+        (tmp_path / sub).mkdir()
+    (tmp_path / "windows.json").write_text(json.dumps([{"start": "00:00", "end": "24:00"}]))
+    gate = tmp_path / "ops_gate.py"   # not operator.py: the script's directory comes first on sys.path
+    gate.write_text(OPERATOR % {"python": sys.executable, "d": str(tmp_path), "pdd": str(tmp_path / "ops" / "runner")})
+    gate.chmod(0o755)
+    run = play(tmp_path, fleet, "ops", pvetune_wave_gate_cmd=str(gate),
+               pvetune_wave_control_dir=str(tmp_path / "control"),
+               pvetune_reboot_windows="{{ lookup('file', '%s') | from_json }}" % (tmp_path / "windows.json"))
+    assert run.rc == 0, run.stdout[-3000:]
+    looks = [r["res"]["msg"] for r in run.results(task_name="Between waves - may this wave start? (stop file, windows, "
+                                                             "pause file, gate command)")]
+    assert looks[0].startswith("wave 1 of 4 may start"), looks
+    assert looks[1] == "wave 2 of 4 may start: the gate command passed; waited 10 s for the pause file to go", looks
+    assert looks[2].startswith("stopped before wave 3 of 4: outside every reboot window"), looks
+    said = run.results(task_name="Between waves - say so")[0]["res"]["msg"]
+    assert said.endswith("Not touched, pending for the next run: a3, b3, a1, b1."), said
+    assert report(tmp_path, "ops", "stopped.json")["pending"] == ["a3", "b3", "a1", "b1"]
+    assert rolling_hosts(run) == WAVES[0] + WAVES[1]
+    assert (tmp_path / "calls").read_text().strip() == "2" and not (tmp_path / "control" / "fix.pause").exists()
+    for host in WAVES[1]:
+        assert report(tmp_path, "ops", host + ".json")["result"] == "pending-reboot", host
 
 
 def test_a_closed_window_stops_before_the_first_wave(tmp_path, fleet):

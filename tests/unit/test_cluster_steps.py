@@ -285,6 +285,38 @@ def test_real_qdevice_cluster_may_reboot_one_node():
     assert not reboot_decision(before)["allowed"], "two nodes, no qdevice, no two_node: quorum 2 needs both"
 
 
+def test_ceph_says_which_nodes_may_stop_together_for_the_wave_planner(tmp_path):
+    """ceph_sets (the planner's discovery): ok-to-stop --max from this node's OSDs; the nodes whose up OSDs all made
+    it into Ceph's set may stop with it. Pools that survive two hosts down let pve-b join; a release without --max
+    answers "this node alone"; three monitors in quorum, one may stop."""
+    cluster = make_cluster(tmp_path, NODES, osds={"pve-a": [0, 1], "pve-b": [2, 3], "pve-c": [4, 5]})
+    wave = gate(cluster.trees["pve-a"], ceph_sets=True)["cluster"]["wave"]
+    assert (wave["ceph_with"], wave["mon"], wave["mon_spare"]) == (["pve-a"], True, 1), wave
+    asked = [c for c in commands(cluster, "pve-a", "ceph") if "--max" in c]
+    assert asked == [["osd", "ok-to-stop", "0", "1", "--max", "6", "--format", "json"]]
+    assert "ok-to-stop" not in json.dumps(commands(cluster, "pve-b", "ceph")), "asked only with ceph_sets"
+    state = cluster.state()
+    state["ceph"]["max_hosts_down"] = 2
+    cluster.write(state)
+    wave = gate(cluster.trees["pve-a"], ceph_sets=True)["cluster"]["wave"]
+    assert wave["ceph_with"] == ["pve-a", "pve-b"] and "4 OSD(s) may stop together" in wave["ceph_why"], wave
+    state["ceph"]["ok_to_stop_max"] = False
+    cluster.write(state)
+    wave = gate(cluster.trees["pve-a"], ceph_sets=True)["cluster"]["wave"]
+    assert wave["ceph_with"] == ["pve-a"] and "exit 22" in wave["ceph_why"], wave
+    assert gate(cluster.trees["pve-a"])["cluster"]["wave"]["ceph_with"] is None
+
+
+def test_ok_to_stop_json_report_real_and_refused():
+    """The JSON report a real Proxmox node printed for `ceph osd ok-to-stop 0`; what is not that report is named."""
+    from ansible.module_utils.pvetune.formats.ceph_json import parse_ok_to_stop
+    assert parse_ok_to_stop(real("ceph-osd-ok-to-stop-json-pve1-searchidx70095345797.json")) == {"ok": True,
+                                                                                               "osds": [0]}
+    for text in ("", "OSD(s) 0 are ok to stop", '{"ok_to_stop": "yes", "osds": [0]}', '{"ok_to_stop": true}'):
+        with pytest.raises(ValueError, match="ceph osd ok-to-stop"):
+            parse_ok_to_stop(text)
+
+
 def test_ceph_counts_the_batch_and_the_monitors(tmp_path):
     cluster = make_cluster(tmp_path, NODES, osds={"pve-a": [0, 1], "pve-b": [2, 3], "pve-c": [4, 5]})
     alone = gate(cluster.trees["pve-a"])

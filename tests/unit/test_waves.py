@@ -10,12 +10,12 @@ from ansible.module_utils.pvetune.cluster.waves import (
     waves_call)
 
 
-def cluster(nodes, qdevice=False, down=0, maintenance=0, ceph=None, quorate=True):
+def cluster(nodes, qdevice=False, down=0, maintenance=0, ceph=None, quorate=True, mon_spare=None):
     """A corosync cluster of ``nodes`` one-vote nodes (+ a qdevice vote): votequorum's expected votes and quorum
     (expected // 2 + 1), with ``down`` nodes already out of the total."""
     expected = nodes + (1 if qdevice else 0)
     return {"total_votes": expected - down, "quorum": expected // 2 + 1, "maintenance_votes": maintenance,
-            "ceph_max": ceph, "quorate": quorate}
+            "ceph_max": ceph, "quorate": quorate, "mon_spare": mon_spare}
 
 
 def hosts_of(name, count, reboot=True, master=None):
@@ -26,7 +26,7 @@ def hosts_of(name, count, reboot=True, master=None):
 def test_budget_is_the_smallest_of_cap_quorum_and_ceph():
     assert cluster_budget(cluster(5), cap=4)["spare_votes"] == 2            # 5 votes, quorum 3
     assert cluster_budget(cluster(5), cap=1)["budget"] == 1
-    assert cluster_budget(cluster(5, ceph=1), cap=4)["budget"] == 1
+    assert cluster_budget(cluster(5, ceph=0), cap=4)["budget"] == 0
     three = cluster_budget(cluster(3, down=1), cap=2)                          # 2 of 3 up, quorum 2
     assert three["budget"] == 0 and "quorum allows no node down" in three["reason"]
     assert cluster_budget(cluster(4, maintenance=1), cap=2)["budget"] == 0      # 4 votes - 1 in maintenance - 3
@@ -91,12 +91,19 @@ def random_fleet(rng):
     for c in range(rng.randint(1, 40)):
         name = "c%d" % c
         nodes = rng.randint(1, 7)
+        ceph = rng.random() < 0.5
         clusters[name] = cluster(nodes, qdevice=rng.random() < 0.3, down=rng.choice([0, 0, 0, 1]) if nodes > 2 else 0,
-                                 maintenance=rng.choice([0, 0, 1]) if nodes > 3 else 0,
-                                 ceph=rng.choice([None, None, 0, 1, 2, 3]), quorate=rng.random() > 0.05)
+                                 maintenance=rng.choice([0, 0, 1]) if nodes > 3 else 0, quorate=rng.random() > 0.05,
+                                 mon_spare=rng.choice([None, 0, 1, 1, 2]) if ceph else None)
         members = hosts_of(name, nodes, master=rng.randint(0, nodes))
         for host in members:
             host["reboot"] = rng.random() < 0.8
+            if ceph:   # Ceph's answer: no OSDs (None), may not stop ([]), or itself and some others
+                others = [h["host"] for h in members if h is not host and rng.random() < 0.4]
+                host["ceph_with"] = rng.choice([None, [], [host["host"]] + others, [host["host"]] + others])
+                host["mon"] = rng.random() < 0.5
+        answers = [len(h["ceph_with"]) for h in members if h.get("ceph_with")]
+        clusters[name]["ceph_max"] = max(answers) if ceph and answers else None
         hosts.extend(members)
     hosts.extend({"host": "solo%d" % i, "cluster": None, "reboot": rng.random() < 0.8}
                  for i in range(rng.randint(0, 10)))
@@ -115,6 +122,49 @@ def test_no_wave_ever_exceeds_a_budget_or_the_fleet_cap_and_every_host_is_planne
         assert check_plan(plan, hosts, cap, max_parallel) == [], (cap, max_parallel, canary)
         if canary and plan["waves"]:
             assert len(plan["waves"][0]) <= canary
+
+
+def test_ceph_groups_only_nodes_its_answers_let_stop_together_and_keeps_a_monitor_majority():
+    """Racks of two nodes: Ceph's ok-to-stop --max from a node grows to its rack neighbour only (the pools' failure
+    domain is the rack), so a wave takes a rack, never one node of each of two racks. Three monitors, one may
+    stop: two monitor nodes never reboot together."""
+    hosts = hosts_of("a", 6)
+    for i, host in enumerate(hosts):
+        pair = i - i % 2
+        host["ceph_with"] = [host["host"], hosts[pair + 1 - i % 2]["host"]]
+    plan = plan_waves(hosts, {"a": cluster(6, ceph=2)}, cap=3, max_parallel=10, canary=0)
+    assert plan["waves"] == [["a-n1", "a-n2"], ["a-n3", "a-n4"], ["a-n5", "a-n6"]]
+    assert check_plan(plan, hosts, 3, 10) == []
+    assert "Ceph lets 2 stop together" in plan["budgets"]["a"]["reason"]
+    mons = hosts_of("m", 5)
+    for host in mons[:3]:
+        host["mon"] = True
+    plan = plan_waves(mons, {"m": cluster(5, mon_spare=1)}, cap=2, max_parallel=10, canary=0)
+    assert plan["waves"] == [["m-n1", "m-n4"], ["m-n2", "m-n5"], ["m-n3"]]
+    assert check_plan(plan, mons, 2, 10) == []
+    bad = {"waves": [["m-n1", "m-n2"], ["m-n3"], ["m-n4", "m-n5"]], "blocked": {}, "budgets": plan["budgets"]}
+    assert check_plan(bad, mons, 2, 10) == ["wave 0 stops more monitors of m than the 1 that may stop"]
+    none = plan_waves(mons, {"m": cluster(5, mon_spare=0)}, cap=2, max_parallel=10, canary=0)
+    assert none["waves"] == [["m-n4", "m-n5"]] and "its monitor may not stop" in none["blocked"]["m-n1"]
+
+
+def test_plan_inputs_turn_cephs_node_names_into_inventory_names():
+    """Ceph answers in corosync names; the inventory may call the hosts otherwise. A node without OSDs is not held
+    back; a node not in this run drops out of the answers."""
+    members = ["pve-a1", "pve-a2", "pve-a3", "pve-a4", "pve-a5", "pve-a6", "pve-a7"]   # quorum 4: 3 may go
+    views = {"pve-a1": ["pve-a1", "pve-a2", "pve-a4"], "pve-a2": ["pve-a2", "pve-a1"], "pve-a3": None}
+    discovery = {}
+    for node, with_ in views.items():
+        found = gate_of("pve", members, node, ceph=True)
+        found["wave"].update(ceph_with=with_, ceph_why="x", mon=node == "pve-a1", mon_spare=1)
+        discovery[node + ".lan"] = {"reboot": True, "gate": found}
+    hosts, clusters = plan_inputs(discovery)
+    by_name = {h["host"]: h for h in hosts}
+    assert by_name["pve-a1.lan"]["ceph_with"] == ["pve-a1.lan", "pve-a2.lan"]   # pve-a4 is not in this run
+    assert by_name["pve-a3.lan"].get("ceph_with") is None and by_name["pve-a1.lan"]["mon"]
+    assert clusters["pve"]["ceph_max"] == 2 and clusters["pve"]["mon_spare"] == 1
+    plan = plan_waves(hosts, clusters, cap=3, max_parallel=10, canary=0)
+    assert plan["waves"] == [["pve-a1.lan", "pve-a2.lan", "pve-a3.lan"]] and check_plan(plan, hosts, 3, 10) == []
 
 
 def gate_of(cluster_name, members, node, total=None, quorum=None, maintenance=0, master=False, ceph=False,
@@ -141,9 +191,10 @@ def test_plan_inputs_from_the_discovery():
         "solo": {"reboot": True, "gate": {"allowed": True, "refusals": [], "wave": {"cluster": None, "votes": 1}}},
         "quiet": {"reboot": False, "gate": None},
     }
-    hosts, clusters = plan_inputs(discovery, ceph_max_down=1)
+    hosts, clusters = plan_inputs(discovery)
     assert sorted(clusters) == ["pve", "pve (pve-x1)"]
-    assert clusters["pve"] == {"total_votes": 3, "quorum": 2, "quorate": True, "maintenance_votes": 1, "ceph_max": 1}
+    assert clusters["pve"] == {"total_votes": 3, "quorum": 2, "quorate": True, "maintenance_votes": 1, "ceph_max": 1,
+                               "mon_spare": None}   # Ceph not asked for its sets: each node alone
     by_name = {h["host"]: h for h in hosts}
     assert by_name["pve-a3"]["blocked"].startswith("the cluster gate refuses it now: guests pvetune")
     assert by_name["pve-a2"]["ha_master"] and by_name["solo"]["cluster"] is None and not by_name["quiet"]["reboot"]
@@ -179,7 +230,7 @@ def test_plan_rollout_says_the_plan_in_lines_and_warns_of_forks():
                  for i in range(1, 6)}
     discovery.update({"s%d" % i: {"reboot": True, "gate": {"allowed": True, "refusals": [],
                                                            "wave": {"cluster": None}}} for i in range(4)})
-    params = {"discovery": discovery, "cluster_max_down": 2, "ceph_max_down": 1, "max_parallel": 4, "canary": 1,
+    params = {"discovery": discovery, "cluster_max_down": 2, "max_parallel": 4, "canary": 1,
               "minutes": 6.0, "batch": False, "serial": 1, "forks": 3}
     out = plan_rollout(params)
     assert out["plan"]["waves"] == [["s0"], ["n1", "n2", "s1", "s2"], ["n3", "n4", "s3"], ["n5"]]
@@ -277,7 +328,7 @@ def test_a_gate_command_that_cannot_start_stops_the_rollout():
 
 
 def test_the_plan_refuses_bad_windows_and_gate_commands_before_any_host_is_touched():
-    params = {"state": "plan", "discovery": {}, "cluster_max_down": 1, "ceph_max_down": 1, "max_parallel": 4,
+    params = {"state": "plan", "discovery": {}, "cluster_max_down": 1, "max_parallel": 4,
               "canary": 1, "minutes": 6.0, "batch": False, "serial": 1, "forks": None, "gate_cmd": None,
               "windows": [{"days": ["sat"], "start": "22:00", "end": "6am"}]}
     failed, result, _ = waves_call(params, None, False, False)

@@ -69,31 +69,78 @@ def unfound_osds(own, running, node, metadata):
             "node name %s (ceph osd crush move, or hostname)" % (ids, OSD_DIR, node, named, node))
 
 
-def read_ceph(fsroot, runner, node, leaving=()):
+def mon_spare(mons, quorum_names):
+    """How many more monitors may stop: those in quorum less a majority of the monmap (Paxos: a majority of all
+    monitors must stay), or None when ``ceph status`` names no quorum (releases before Luminous)."""
+    if quorum_names is None:
+        return None
+    return max(0, len(set(quorum_names) & set(mons)) - (len(mons) // 2 + 1))
+
+
+def stop_set(runner, node, own_up, up, osds_of, members):
+    """Ceph's own answer to "which other nodes may stop together with this one": ``ceph osd ok-to-stop <own up OSDs>
+    --max <every up OSD>`` grows the set up the CRUSH tree while every PG stays available; the members (corosync
+    names) whose up OSDs all made it into the set may stop with this node.  ({"with": [nodes], "why": text}); a
+    release without ``--max`` (before Pacific) or an answer without JSON: this node alone."""
+    total = sum(1 for is_up in up.values() if is_up)
+    rc, out, err = ceph(runner, ["osd", "ok-to-stop"] + [str(i) for i in own_up] + ["--max", str(total),
+                                                                                      "--format", "json"],
+                        ok=range(256))
+    try:
+        answer = ceph_json.parse_ok_to_stop(out)
+    except ValueError:
+        return {"with": [node], "why": "ceph osd ok-to-stop --max gave no answer (exit %d: %s): this node alone"
+                % (rc, excerpt(err or out))}
+    if not answer["ok"]:   # it said yes a moment ago without --max: the cluster changed in between
+        return {"with": [], "why": "ceph osd ok-to-stop %s says no" % " ".join(str(i) for i in own_up)}
+    stopping = set(answer["osds"])
+    others = []
+    for member in sorted(set(members) - {node}):
+        theirs = [i for i in osds_of(member) if up.get(i)]
+        if theirs and set(theirs) <= stopping:
+            others.append(member)
+    return {"with": [node] + others, "why": "ceph osd ok-to-stop --max %d: %d OSD(s) may stop together (%s)" % (
+        total, len(stopping), ", ".join([node] + others))}
+
+
+def read_ceph(fsroot, runner, node, leaving=(), members=()):
     """None without a ceph.conf; else what gate_decision() judges: the node's OSDs (and which are up: only those are
     waited for after the reboot), whether they may stop together with the up OSDs of ``leaving``, the same for the
-    monitors of this node and of ``leaving``, and the cluster's health."""
+    monitors of this node and of ``leaving``, and the cluster's health.  With ``members`` (the cluster's corosync
+    names; the wave planner's discovery) also which of them Ceph lets stop together with this node (``with``, see
+    stop_set) and how many monitors may stop (``mon_spare``)."""
     if not any(fsroot.isfile(path) for path in CEPH_CONFS):
         return None
-    health = parsed(ceph_json.parse_status, ceph(runner, ["status", "--format", "json"])[1])["health"]
+    status = parsed(ceph_json.parse_status, ceph(runner, ["status", "--format", "json"])[1])
     up = parsed(ceph_json.parse_osd_dump, ceph(runner, ["osd", "dump", "--format", "json"])[1])["up"]
     metadata = parsed(ceph_json.parse_osd_metadata, ceph(runner, ["osd", "metadata", "--format", "json"])[1])
-    own = node_osds(_crush_osds(runner, node), metadata, node)
+
+    def osds_of(name):
+        return node_osds(_crush_osds(runner, name), metadata, name)
+    own = osds_of(node)
     unfound = unfound_osds(own, local_osds(fsroot), node, metadata)
     if unfound:
         raise GateError(unfound)
-    peers = sorted({i for peer in sorted(set(leaving) - {node})
-                    for i in node_osds(_crush_osds(runner, peer), metadata, peer)})
+    peers = sorted({i for peer in sorted(set(leaving) - {node}) for i in osds_of(peer)})
     out = {"osds": own, "up_osds": [i for i in own if up.get(i)], "peer_osds": peers, "ok_to_stop": True, "why": "",
-           "mons": [], "mon_ok_to_stop": True, "mon_why": "", "health": health}
+           "mons": [], "mon_ok_to_stop": True, "mon_why": "", "health": status["health"]}
     stopping = sorted(set(out["up_osds"]) | {i for i in peers if up.get(i)})
     if stopping:
         out["ok_to_stop"], out["why"] = _ok_to_stop(runner, "osd", stopping)
         out["stopping"] = stopping
     mons = parsed(ceph_json.parse_mon_names, ceph(runner, ["mon", "dump", "--format", "json"])[1])
     out["mons"] = [m for m in mons if m == node or m in set(leaving)]
+    out["mon"] = node in mons
     if node in mons:
         out["mon_ok_to_stop"], out["mon_why"] = _ok_to_stop(runner, "mon", out["mons"])
+    if members:
+        out["mon_spare"] = mon_spare(mons, status["quorum_names"])
+        out["with"], out["with_why"] = None, "no up OSD on this node: Ceph's data does not hold it back"
+        if out["up_osds"] and not out["ok_to_stop"]:
+            out["with"], out["with_why"] = [], "ceph osd ok-to-stop says no for this node's own OSDs"
+        elif out["up_osds"]:
+            answer = stop_set(runner, node, out["up_osds"], up, osds_of, members)
+            out["with"], out["with_why"] = answer["with"], answer["why"]
     return out
 
 

@@ -98,8 +98,9 @@ def read_guests(fsroot, runner, ctids, ha_moves=()):
     return guests
 
 
-def read_cluster(fsroot, runner, leaving=(), ctids=()):
-    """Everything gate_decision() judges.  ``node`` is corosync's name for this node (the hostname when standalone)."""
+def read_cluster(fsroot, runner, leaving=(), ctids=(), ceph_sets=False):
+    """Everything gate_decision() judges.  ``node`` is corosync's name for this node (the hostname when standalone).
+    ``ceph_sets``: also ask Ceph which other nodes may stop together with this one (the wave planner's discovery)."""
     path, conf = read_conf(fsroot)
     out = {"conf_path": path, "conf": conf, "quorum": None, "leaving": sorted(set(leaving)), "ha": None}
     if conf is None:
@@ -113,7 +114,8 @@ def read_cluster(fsroot, runner, leaving=(), ctids=()):
             raise GateError(str(exc))
         out["cluster_name"] = conf["cluster_name"]
         out["ha"] = read_ha(runner)
-    out["ceph"] = cluster_ceph.read_ceph(fsroot, runner, out["node"], leaving) if out["node"] else None
+    members = [n["name"] for n in conf["nodes"]] if conf is not None and ceph_sets else ()
+    out["ceph"] = cluster_ceph.read_ceph(fsroot, runner, out["node"], leaving, members) if out["node"] else None
     moves = [s["sid"] for s in ha_status.services_on(out["ha"], out["node"])] if out["ha"] else []
     out["guests"] = read_guests(fsroot, runner, ctids, moves)
     return out
@@ -245,8 +247,8 @@ def release(fsroot, runner, steps):
         clear_state(fsroot)
 
 
-def decide(fsroot, runner, leaving, ctids, running_guests):
-    cluster = read_cluster(fsroot, runner, leaving, ctids)
+def decide(fsroot, runner, leaving, ctids, running_guests, ceph_sets=False):
+    cluster = read_cluster(fsroot, runner, leaving, ctids, ceph_sets)
     cluster["decision"] = gate_decision(cluster, running_guests)
     return cluster
 
@@ -297,7 +299,8 @@ def run_gate(fsroot, runner, params, check_mode, waiter):
     try:
         validate(params)
         if params["state"] in ("check", "enter"):
-            cluster = decide(fsroot, runner, params["leaving"], params["ctids"], params["running_guests"])
+            cluster = decide(fsroot, runner, params["leaving"], params["ctids"], params["running_guests"],
+                             params.get("ceph_sets", False))
             result["cluster"] = summary(cluster)
             allowed = cluster["decision"]["allowed"]
             verdict = ("may reboot: " + cluster["decision"]["quorum"]["reason"] if allowed else

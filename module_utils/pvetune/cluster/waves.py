@@ -9,8 +9,11 @@ cluster has nodes. What bounds a wave:
 * each cluster's budget, the nodes that may be down together: the smallest of the policy cap
   (``pvetune_cluster_max_down``), what quorum allows (votequorum(5): the votes a partition may lose and stay at
   ``Quorum``: total votes now, which leave out the nodes already down, minus the votes of nodes in HA maintenance,
-  minus the quorum) and what Ceph allows (``ceph osd ok-to-stop --max``: how many of the cluster's nodes may stop
-  together, when the cluster runs Ceph);
+  minus the quorum) and what Ceph allows, when the cluster runs Ceph;
+* Ceph's own answer per node (``ceph osd ok-to-stop <its OSDs> --max``, asked by the discovery): the nodes whose OSDs
+  may stop together with its own.  A wave takes a group of a cluster's nodes only when one of them has all the
+  others' OSDs in its answer (a subset of a set that may stop may stop too), and no more monitors than may stop
+  with a majority left;
 * the fleet cap (``pvetune_max_parallel``): reboots at once, fleet-wide.
 
 Waves: a canary wave first (``canary`` hosts, standalone hosts preferred: they risk no cluster), then each wave
@@ -40,14 +43,18 @@ def _positive_int(value, name, minimum=1):
 def cluster_budget(cluster, cap):
     """{"budget", "cap", "quorum_allows", "ceph_allows", "spare_votes", "reason"} for one cluster.
 
-    ``cluster``: {"name", "total_votes", "quorum", "maintenance_votes" (0), "ceph_max" (None: no Ceph), "quorate"}.
-    quorum_allows is counted in votes here (spare_votes); the planner spends them node by node."""
+    ``cluster``: {"name", "total_votes", "quorum", "maintenance_votes" (0), "ceph_max" (the largest group Ceph's
+    answers allow; None: no Ceph, or no node's OSDs hold it back), "mon_spare" (monitors that may stop; None: no
+    limit known), "quorate"}.  quorum_allows is counted in votes here (spare_votes); the planner spends them node by
+    node."""
     spare = cluster["total_votes"] - cluster.get("maintenance_votes", 0) - cluster["quorum"]
     if not cluster.get("quorate", True):
         spare = -1
     ceph = cluster.get("ceph_max")
-    budget = max(0, min([cap] + ([ceph] if ceph is not None else [])))
-    out = {"cap": cap, "spare_votes": max(spare, 0), "ceph_allows": ceph, "budget": budget}
+    # Ceph's answers bound which nodes go together (ceph_together), not how many: a node without OSDs adds nothing.
+    budget = 0 if ceph == 0 else max(0, cap)
+    out = {"cap": cap, "spare_votes": max(spare, 0), "ceph_allows": ceph, "budget": budget,
+           "mon_spare": cluster.get("mon_spare")}
     if spare < 0:
         out.update(budget=0, reason="the cluster is not quorate now")
     elif spare == 0:
@@ -55,9 +62,11 @@ def cluster_budget(cluster, cap):
             cluster["total_votes"], cluster["quorum"],
             ", %d in HA maintenance" % cluster["maintenance_votes"] if cluster.get("maintenance_votes") else ""))
     elif budget == 0:
-        out["reason"] = "Ceph allows no node to stop (ok-to-stop --max 0)" if ceph == 0 else "the cap is 0"
+        out["reason"] = "Ceph lets no node's OSDs stop (ok-to-stop)" if ceph == 0 else "the cap is 0"
     else:
-        limits = ["cap %d" % cap, "%d spare vote(s)" % spare] + (["Ceph %d" % ceph] if ceph is not None else [])
+        limits = ["cap %d" % cap, "%d spare vote(s)" % spare] + (
+            ["Ceph lets %d stop together" % ceph] if ceph is not None else []) + (
+            ["%d monitor(s) may stop" % out["mon_spare"]] if out["mon_spare"] is not None else [])
         out["reason"] = "up to %d node(s) at once (%s)" % (min(budget, spare), ", ".join(limits))
     return out
 
@@ -77,6 +86,41 @@ def _validate(hosts, clusters, cap, max_parallel, canary):
         _positive_int(host.get("votes", 1), "votes of %s" % name, minimum=0)
         if host.get("blocked") is not None and not isinstance(host["blocked"], str):
             raise PlanError("blocked of %s must be a reason (text), got %r" % (name, host["blocked"]))
+        with_ = host.get("ceph_with")
+        if with_ is not None and not (isinstance(with_, list) and all(isinstance(n, str) for n in with_)):
+            raise PlanError("ceph_with of %s must be a list of host names, got %r" % (name, with_))
+
+
+def _fits(host, taken, left, budget):
+    """May ``host`` join ``taken`` (the nodes of its cluster already in this wave; ``left``: those still to plan)?"""
+    if host.get("ha_master") and (taken or len(left) > 1):
+        return False   # the HA manager master reboots alone, after every other node of its cluster
+    if len(taken) >= budget["budget"] or sum(h.get("votes", 1) for h in taken + [host]) > budget["spare_votes"]:
+        return False
+    if host.get("mon") and budget["mon_spare"] is not None and \
+            sum(1 for h in taken + [host] if h.get("mon")) > budget["mon_spare"]:
+        return False
+    return ceph_together(taken + [host])
+
+
+def ceph_together(group):
+    """Whether Ceph's answers let the OSDs of ``group`` stop together: one member's answer holds every other member
+    whose OSDs hold it back (ok-to-stop is monotone: what is left of a set that may stop may stop too)."""
+    held = [h for h in group if h.get("ceph_with") is not None]
+    names = {h["host"] for h in held}
+    return not held or any(names <= set(h["ceph_with"]) | {h["host"]} for h in held if h["ceph_with"])
+
+
+def _unplannable(host, budget):
+    """Why a host of a cluster with a budget can never join a wave, or None."""
+    if host.get("votes", 1) > budget["spare_votes"]:
+        return "its %d votes are more than the %d the cluster may lose" % (host.get("votes", 1),
+                                                                            budget["spare_votes"])
+    if host.get("mon") and budget["mon_spare"] == 0:
+        return "Ceph: its monitor may not stop (a majority of the monitors must stay in quorum)"
+    if host.get("ceph_with") == []:
+        return "Ceph: ok-to-stop says its OSDs may not stop now"
+    return None
 
 
 def plan_waves(hosts, clusters, cap=1, max_parallel=10, canary=1):
@@ -101,6 +145,8 @@ def plan_waves(hosts, clusters, cap=1, max_parallel=10, canary=1):
             standalone.append(host)
         elif budgets[cluster]["budget"] == 0:
             blocked[name] = "cluster %s: %s" % (cluster, budgets[cluster]["reason"])
+        elif _unplannable(host, budgets[cluster]):
+            blocked[name] = "cluster %s: %s" % (cluster, _unplannable(host, budgets[cluster]))
         else:
             left.setdefault(cluster, []).append(host)
     for members in left.values():
@@ -113,8 +159,7 @@ def plan_waves(hosts, clusters, cap=1, max_parallel=10, canary=1):
             if len(wave) >= min(canary, max_parallel):
                 break
             host = left[cluster][0]
-            if host.get("votes", 1) <= budgets[cluster]["spare_votes"] and not (
-                    host.get("ha_master") and len(left[cluster]) > 1):
+            if _fits(host, [], left[cluster], budgets[cluster]):
                 wave.append(left[cluster].pop(0))
         for host in wave:
             why[host["host"]] = "canary: the first wave, alone before the others"
@@ -123,16 +168,16 @@ def plan_waves(hosts, clusters, cap=1, max_parallel=10, canary=1):
     while left or standalone:
         wave, slots = [], max_parallel
         for cluster in sorted(left, key=lambda c: (-len(left[c]), c)):
-            budget, spare = budgets[cluster]["budget"], budgets[cluster]["spare_votes"]
-            taken, votes = 0, 0
-            while left[cluster] and slots and taken < budget:
-                host = left[cluster][0]
-                if votes + host.get("votes", 1) > spare or (host.get("ha_master") and taken):
-                    break   # the HA manager master reboots alone, after every other node of its cluster
-                votes += host.get("votes", 1)
-                taken += 1
+            taken = []
+            for host in list(left[cluster]):
+                if not slots:
+                    break
+                if not _fits(host, taken, left[cluster], budgets[cluster]):
+                    continue
+                taken.append(host)
+                left[cluster].remove(host)
                 slots -= 1
-                wave.append(left[cluster].pop(0))
+                wave.append(host)
                 why[host["host"]] = "cluster %s: %s%s" % (cluster, budgets[cluster]["reason"],
                                                           ", HA manager master last" if host.get("ha_master") else "")
         while standalone and slots:
@@ -174,6 +219,13 @@ def check_plan(plan, hosts, cap, max_parallel):
             if sum(h.get("votes", 1) for h in members) > budget["spare_votes"]:
                 problems.append("wave %d takes more votes of %s than its %d spare"
                                 % (i, cluster, budget["spare_votes"]))
+            if not ceph_together(members):
+                problems.append("wave %d takes nodes of %s whose OSDs Ceph did not let stop together" % (i, cluster))
+            if budget["mon_spare"] is not None and sum(1 for h in members if h.get("mon")) > budget["mon_spare"]:
+                problems.append("wave %d stops more monitors of %s than the %d that may stop"
+                                % (i, cluster, budget["mon_spare"]))
+            if any(h.get("ha_master") for h in members) and len(members) > 1:
+                problems.append("wave %d reboots the HA manager master of %s with other nodes" % (i, cluster))
     needing = [h["host"] for h in hosts if h.get("reboot")]
     for name in needing:
         count = placed.count(name) + (1 if name in plan["blocked"] else 0)
@@ -183,14 +235,16 @@ def check_plan(plan, hosts, cap, max_parallel):
     return problems
 
 
-def plan_inputs(discovery, ceph_max_down=1):
+def plan_inputs(discovery):
     """plan_waves' ``hosts`` and ``clusters`` from the read-only discovery, {host: {"reboot": bool, "gate": the
-    cluster gate's ``check`` summary (its ``wave`` view) or None}}, in inventory order.
+    cluster gate's ``check`` summary (its ``wave`` view, asked with ``ceph_sets``) or None}}, in inventory order.
 
-    A cluster's numbers are the most cautious any of its nodes reported (fewest votes, most in maintenance); a node
-    the gate refuses now (guests under refuse, Ceph says no for its own OSDs, HEALTH_ERR) is blocked with the
-    gate's reasons; a one-node cluster plans as a standalone host (no quorum of another node depends on it)."""
-    hosts, clusters, names = [], {}, {}
+    A cluster's numbers are the most cautious any of its nodes reported (fewest votes, most in maintenance, fewest
+    monitors that may stop); a node the gate refuses now (guests under refuse, Ceph says no for its own OSDs,
+    HEALTH_ERR) is blocked with the gate's reasons; a one-node cluster plans as a standalone host (no quorum of
+    another node depends on it).  Ceph's answers name corosync nodes; they become inventory names here (a node
+    that is not in this run is not planned anyway)."""
+    hosts, clusters, names, nodes = [], {}, {}, {}
     for name, found in discovery.items():
         gate = found.get("gate")
         entry = {"host": name, "reboot": bool(found.get("reboot")), "cluster": None}
@@ -209,19 +263,33 @@ def plan_inputs(discovery, ceph_max_down=1):
         members = tuple(view.get("members") or ())
         key = names.setdefault((view["cluster"], members), view["cluster"] if not any(
             c == view["cluster"] for c, _m in names) else "%s (%s)" % (view["cluster"], ",".join(members[:1])))
-        entry["cluster"] = key
+        entry.update(cluster=key, mon=bool(view.get("mon")), view=view)
+        nodes.setdefault(key, {})[view.get("node")] = name
         seen = clusters.get(key)
         mine = {"total_votes": view["total_votes"], "quorum": view["quorum"], "quorate": bool(view["quorate"]),
-                "maintenance_votes": view.get("maintenance_votes", 0),
-                "ceph_max": ceph_max_down if view.get("ceph") else None}
+                "maintenance_votes": view.get("maintenance_votes", 0), "ceph": bool(view.get("ceph")),
+                "mon_spare": view.get("mon_spare")}
         if seen is None:
             clusters[key] = mine
             continue
+        spares = [m for m in (seen["mon_spare"], mine["mon_spare"]) if m is not None]
         seen.update(total_votes=min(seen["total_votes"], mine["total_votes"]),
                     quorum=max(seen["quorum"], mine["quorum"]), quorate=seen["quorate"] and mine["quorate"],
-                    maintenance_votes=max(seen["maintenance_votes"], mine["maintenance_votes"]))
-        if mine["ceph_max"] is not None:
-            seen["ceph_max"] = mine["ceph_max"]
+                    maintenance_votes=max(seen["maintenance_votes"], mine["maintenance_votes"]),
+                    ceph=seen["ceph"] or mine["ceph"], mon_spare=min(spares) if spares else None)
+    for entry in hosts:
+        view = entry.pop("view", None)
+        if view is None or not view.get("ceph"):
+            continue
+        with_ = view.get("ceph_with")
+        if with_ is None and view.get("ceph_why") is None:
+            entry["ceph_with"] = [entry["host"]]   # Ceph was not asked (an older gate): this node alone
+        elif with_ is not None:
+            entry["ceph_with"] = [entry["host"]] + [nodes[entry["cluster"]][n] for n in with_
+                                                    if n in nodes[entry["cluster"]] and n != view.get("node")]
+    for key, cluster in clusters.items():
+        answers = [len(h["ceph_with"]) for h in hosts if h.get("cluster") == key and h.get("ceph_with")]
+        cluster["ceph_max"] = max(answers) if cluster.pop("ceph") and answers else None
     return hosts, clusters
 
 
@@ -281,7 +349,6 @@ ARGUMENT_SPEC = dict(
     state=dict(type="str", default="plan", choices=["plan", "between"]),
     discovery=dict(type="dict", default={}),
     cluster_max_down=dict(type="int", default=1),
-    ceph_max_down=dict(type="int", default=1),
     max_parallel=dict(type="int", default=10),
     canary=dict(type="int", default=1),
     minutes=dict(type="float", default=6.0),
@@ -301,7 +368,7 @@ ARGUMENT_SPEC = dict(
 
 def plan_rollout(params):
     """state=plan: the plan, the rolling play's order and serial, and the operator's lines."""
-    hosts, clusters = plan_inputs(params["discovery"], _positive_int(params["ceph_max_down"], "pvetune_ceph_max_down"))
+    hosts, clusters = plan_inputs(params["discovery"])
     plan = plan_waves(hosts, clusters, params["cluster_max_down"], params["max_parallel"], params["canary"])
     problems = check_plan(plan, hosts, params["cluster_max_down"], params["max_parallel"])
     if problems:   # a planner bug must not reach a cluster

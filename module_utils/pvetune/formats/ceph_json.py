@@ -8,7 +8,12 @@
   "pve1.example.lan", ...}]`` (its host's name as the daemon saw it, whatever its CRUSH host bucket is called);
 * ``ceph osd dump --format json``: ``{"flags": "noout,sortbitwise,...", "osds": [{"osd": 0, "up": 1, "in": 1}]}``;
 * ``ceph status --format json``: ``{"health": {"status": "HEALTH_OK"}, "pgmap": {"num_pgs": 129,
-  "pgs_by_state": [{"state_name": "active+clean", "count": 129}]}}`` (the keys Luminous and later print).
+  "pgs_by_state": [{"state_name": "active+clean", "count": 129}]}, "quorum_names": ["pve1", "pve2"]}`` (the keys
+  Luminous and later print);
+* ``ceph osd ok-to-stop <ids> [--max N] --format json`` (Pacific and later, ceph PR 39455): ``{"ok_to_stop": true,
+  "osds": [0, 1, 5], "num_ok_pgs": 163, "num_not_ok_pgs": 0, ...}``, printed on stdout whether the answer is yes
+  (exit 0) or no (EBUSY); with ``--max`` the mgr grows the set from the first OSD up its CRUSH tree, sibling by
+  sibling, while the whole set stays ok to stop (DaemonServer::_maximize_ok_to_stop_set).
 
 Every parser raises ValueError naming the command for output it cannot read.
 """
@@ -76,7 +81,22 @@ def parse_status(text):
     except (AttributeError, KeyError, TypeError, ValueError):
         raise ValueError("ceph status: no health.status or pgmap.num_pgs/pgs_by_state")
     clean = sum(count for state, count in states.items() if is_clean(state))
-    return {"health": health, "num_pgs": num_pgs, "clean_pgs": clean, "states": states}
+    quorum = data.get("quorum_names")
+    if quorum is not None and not (isinstance(quorum, list) and all(isinstance(m, str) for m in quorum)):
+        raise ValueError("ceph status: quorum_names is not a list of monitor names")
+    return {"health": health, "num_pgs": num_pgs, "clean_pgs": clean, "states": states, "quorum_names": quorum}
+
+
+def parse_ok_to_stop(text):
+    """{"ok": bool, "osds": [ids]}: the set of OSDs the answer is about (with --max, the grown set)."""
+    data = _load(text, "ceph osd ok-to-stop")
+    try:
+        ok, osds = data["ok_to_stop"], data["osds"]
+        if not isinstance(ok, bool) or not all(isinstance(i, int) and not isinstance(i, bool) for i in osds):
+            raise TypeError()
+    except (KeyError, TypeError):
+        raise ValueError("ceph osd ok-to-stop: no ok_to_stop (bool) and osds (ids): %r" % (text or "")[:80])
+    return {"ok": ok, "osds": sorted(osds)}
 
 
 # A PG state is "+"-joined flags; active and clean with only routine work on top (scrubbing, snaptrim) is clean.

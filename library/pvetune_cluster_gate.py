@@ -51,6 +51,14 @@ options:
       - On a Ceph release without C(--max) (before Pacific) the answer is this node alone.
     type: bool
     default: false
+  wait_ha:
+    description:
+      - With O(state=enter), V(false) only puts the node into HA maintenance (and records it). The rollout does that
+        first for every node of a reboot wave, so that the HA manager never moves a service onto another node of
+        the same wave; the next O(state=enter) call of the same O(run_id) waits for the services to leave and sets
+        noout.
+    type: bool
+    default: true
   ctids:
     description: The GPU CTs pvetune manages, which the reboot may stop. V([]) means every CT whose config passes
       NVIDIA devices.
@@ -183,6 +191,7 @@ ARGUMENT_SPEC = dict(
     state=dict(type="str", default="check", choices=list(STATES)),
     leaving=dict(type="list", elements="str", default=[]),
     ceph_sets=dict(type="bool", default=False),
+    wait_ha=dict(type="bool", default=True),
     ctids=dict(type="list", elements="int", default=[]),
     running_guests=dict(type="str", default="refuse", choices=["refuse", "stop"]),
     timeout=dict(type="int", default=900),

@@ -185,6 +185,28 @@ def test_a_lifted_pause_lets_the_wave_go_and_a_window_closing_mid_run_stops_befo
         assert report(tmp_path, "ops", host + ".json")["result"] == "pending-reboot", host
 
 
+def test_a_wave_of_two_nodes_enters_ha_maintenance_first(tmp_path):
+    """A five-node cluster, two nodes a wave (quorum 3), one fork (the plan warns; the hosts of a wave then run each
+    task one after the other): both nodes of a wave still enter HA maintenance before either waits for its services
+    to leave, so a service of one moves once, to a node outside the wave. Entered one host after the other, the HA
+    manager's basic scheduler (as the stand-in plays it) would move it to the wave peer with no services first."""
+    nodes = ["n%d" % i for i in range(1, 6)]
+    trees = {n: make_scratch(DEMO[i % 3], str(tmp_path / n)) for i, n in enumerate(nodes)}
+    cluster = make_cluster(tmp_path / "cluster", nodes, trees=trees, name="gpu-five",
+                           ha_services=[("vm:400", "n2"), ("vm:401", "n1"), ("vm:402", "n4"), ("vm:403", "n5")])
+    run = play(tmp_path, {"roots": cluster.trees}, "five", cmdline="--tags cmdline --forks 1",
+               pvetune_cluster_max_down=2, pvetune_canary=0)
+    assert run.rc == 0, run.stdout[-3000:]
+    assert report(tmp_path, "five", "waves.json")["plan"]["waves"] == [["n2", "n3"], ["n4", "n5"], ["n1"]]
+    moves = {s["sid"]: s.get("moves", []) for s in cluster.state()["ha"]["services"]}
+    assert moves["vm:400"][0] not in ("n2", "n3") and len(moves["vm:400"]) == 2, moves   # wave 1, then n1's wave 3
+    assert moves["vm:402"][0] not in ("n4", "n5") and moves["vm:403"][0] not in ("n4", "n5"), moves
+    first = report(tmp_path, "five", "n2.json")["cluster_actions"]
+    assert first[0] == "ha-manager crm-command node-maintenance enable n2" and first[1].startswith(
+        "HA services moved away"), first
+    assert cluster.state()["ha"]["maintenance"] == []
+
+
 def test_a_closed_window_stops_before_the_first_wave(tmp_path, fleet):
     days = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
     other_days = [d for i, d in enumerate(days) if i != datetime.now().weekday()]

@@ -106,7 +106,7 @@ def test_ha_maintenance_entered_waited_and_left(tmp_path):
     assert entered["actions"][0] == "ha-manager crm-command node-maintenance enable pve-a"
     assert "still on it: none" in entered["actions"][1]
     state = cluster.state()["ha"]
-    assert state["maintenance"] == ["pve-a"] and state["services"][0]["node"] == "pve-b"
+    assert state["maintenance"] == ["pve-a"] and state["services"][0]["node"] == "pve-c"   # the fewest services
     # While pve-a is in maintenance, pve-b counts it as gone: 3 - 1 - 1 < 2.
     other = gate(cluster.trees["pve-b"])
     assert not other["cluster"]["allowed"] and other["cluster"]["counted_gone"] == ["pve-a"], other
@@ -307,6 +307,30 @@ def test_ceph_says_which_nodes_may_stop_together_for_the_wave_planner(tmp_path):
     assert gate(cluster.trees["pve-a"])["cluster"]["wave"]["ceph_with"] is None
 
 
+def test_a_wave_enters_ha_maintenance_first_so_no_service_moves_onto_a_wave_peer(tmp_path):
+    """pve-b and pve-c reboot in one wave. Entered one after the other, pve-b's service goes to pve-c (the node with
+    the fewest services, as the HA manager's basic scheduler picks) and moves again when pve-c enters; with every
+    node of the wave in maintenance first (wait_ha false), it moves once, to a node outside the wave."""
+    five = ["pve-a", "pve-b", "pve-c", "pve-d", "pve-e"]
+    services = [("vm:400", "pve-b"), ("vm:401", "pve-a"), ("vm:402", "pve-d"), ("vm:403", "pve-e")]
+
+    def moves(cluster):
+        return [s.get("moves", []) for s in cluster.state()["ha"]["services"] if s["sid"] == "vm:400"][0]
+    serial = make_cluster(tmp_path / "serial", five, ha_services=services)
+    for node, peer in (("pve-b", "pve-c"), ("pve-c", "pve-b")):
+        assert not gate(serial.trees[node], "enter", leaving=[peer]).get("failed")
+    assert moves(serial) == ["pve-c", "pve-a"]
+    first = make_cluster(tmp_path / "first", five, ha_services=services)
+    for node, peer in (("pve-b", "pve-c"), ("pve-c", "pve-b")):
+        entered = gate(first.trees[node], "enter", leaving=[peer], wait_ha=False)
+        assert entered["actions"] == ["ha-manager crm-command node-maintenance enable %s" % node], entered
+    assert first.state()["ha"]["maintenance"] == ["pve-b", "pve-c"] and moves(first) == []
+    for node, peer in (("pve-b", "pve-c"), ("pve-c", "pve-b")):
+        entered = gate(first.trees[node], "enter", leaving=[peer])
+        assert not entered.get("failed") and entered["actions"][0].startswith("HA services moved away"), entered
+    assert moves(first) == ["pve-a"]
+
+
 def test_ok_to_stop_json_report_real_and_refused():
     """The JSON report a real Proxmox node printed for `ceph osd ok-to-stop 0`; what is not that report is named."""
     from ansible.module_utils.pvetune.formats.ceph_json import parse_ok_to_stop
@@ -364,7 +388,7 @@ def test_a_leftover_record_is_kept_until_undone(tmp_path):
     state = cluster.state()
     state["ha"]["move_after"] = 1
     cluster.write(state)
-    again = gate(cluster.trees["pve-a"], "enter")
+    again = gate(cluster.trees["pve-a"], "enter", run_id="gate-2")   # the next run
     assert again["actions"][0].startswith("left over from run gate-1: maintenance True"), again
     released = gate(cluster.trees["pve-a"], "release")
     assert released["actions"] == ["ha-manager crm-command node-maintenance disable pve-a"]

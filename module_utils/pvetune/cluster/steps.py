@@ -151,21 +151,31 @@ def clear_state(fsroot):
         os.unlink(real)
 
 
-def enter(fsroot, runner, cluster, run_id, waiter, steps):
+def enter(fsroot, runner, cluster, run_id, waiter, steps, wait_ha=True):
     """Before the reboot (the decision allowed it): HA maintenance and noout, recorded in STATE_FILE as they happen.
-    A record an interrupted run left is kept: what it set is still set and still to be undone."""
+    A record an interrupted run left is kept: what it set is still set and still to be undone.  ``wait_ha`` False:
+    only enter HA maintenance; the rollout does that first for every node of a wave, so that the HA manager never
+    moves a service onto another node of the same wave, and the next call (this run's record says maintenance is
+    on) waits for the services to leave and sets noout."""
     node, plan = cluster["node"], cluster["decision"]["plan"]
     state = load_state(fsroot)
-    if state:
+    ours = state.get("run_id") == run_id and state.get("node") == node
+    if state and not ours:
         left = (state.get("run_id"), state.get("maintenance"), state.get("noout"))
         steps.saw("left over from run %s: maintenance %s, noout %s" % left)
     state = dict({"maintenance": False, "noout": None, "osds": []}, **state)
     state.update(run_id=run_id, node=node)
-    if "ha-maintenance" in plan:
+    # Entered by this run's first call and the LRM says so: no second request (one that the operator lifted since
+    # is asked for again; the request is idempotent).
+    entered = ours and state["maintenance"] and (cluster.get("ha") or {}).get("lrm", {}).get(node) == "maintenance mode"
+    if "ha-maintenance" in plan and not entered:
         run(runner, "ha-manager", ["crm-command", "node-maintenance", "enable", node])
         state["maintenance"] = True
         save_state(fsroot, state)
         steps.did("ha-manager crm-command node-maintenance enable %s" % node)
+    if not wait_ha:
+        return
+    if "ha-maintenance" in plan:
 
         def moved():
             status = parsed(ha_status.parse_ha_status, run(runner, "ha-manager", ["status"])[1])
@@ -312,7 +322,7 @@ def run_gate(fsroot, runner, params, check_mode, waiter):
                 result["actions"] = ["would: %s" % step for step in cluster["decision"]["plan"]]
                 result["changed"] = bool(result["actions"])
                 return False, result
-            enter(fsroot, runner, cluster, params["run_id"], waiter, steps)
+            enter(fsroot, runner, cluster, params["run_id"], waiter, steps, params.get("wait_ha", True))
         elif check_mode:
             result["msg"] = "check mode: no reboot happened, nothing to %s" % params["state"]
             return False, result

@@ -663,3 +663,44 @@ def test_temporary_files_a_killed_run_left_are_swept(tree):
     cs.apply()
     assert not os.path.exists(leftover) and cs.swept == ["/etc/sysctl.d/.99-other.conf.pvetune-tmp"]
     assert os.path.isdir(real(tree, "/etc/sysctl.d/.dir.pvetune-tmp"))
+
+
+def test_a_pvetune_file_already_as_planned_but_unrecorded_is_adopted_and_rolled_back(tmp_path):
+    """Issue 33: a run that wrote pvetune's own files without recording them (a version before write-ahead
+    recording, a lost manifest) left them as the plan wants them, so the re-run plans nothing. Files of pvetune's
+    names are adopted (the state before pvetune: absent) and rollback removes them; a file of another name that
+    happens to match (its original is unknown) and a file the manifest already records are left alone; check mode
+    says what it would adopt and writes nothing."""
+    from ansible.module_utils.pvetune.rollback import plan_rollback
+    root = FsRoot(str(tmp_path))
+    put(tmp_path, "/etc/pvetune/cpufreq.json", b'{"governor": "performance"}\n')
+    put(tmp_path, "/etc/kernel/cmdline", b"root=ZFS=rpool/ROOT/pve-1 boot=zfs\n")
+    os.makedirs(real(tmp_path, "/etc/systemd/system/multi-user.target.wants"))
+    os.symlink("/etc/systemd/system/pvetune-cpufreq.service",
+               real(tmp_path, "/etc/systemd/system/multi-user.target.wants/pvetune-cpufreq.service"))
+    link = "/etc/systemd/system/multi-user.target.wants/pvetune-cpufreq.service"
+
+    def plan(check_mode):
+        changes = ChangeSet(root, check_mode=check_mode, run_id="adopt-1")
+        assert not changes.plan_file("/etc/pvetune/cpufreq.json", b'{"governor": "performance"}\n')
+        assert not changes.plan_file("/etc/kernel/cmdline", b"root=ZFS=rpool/ROOT/pve-1 boot=zfs\n")
+        assert not changes.plan_symlink(link, "/etc/systemd/system/pvetune-cpufreq.service")
+        return changes
+    preview = plan(check_mode=True)
+    assert preview.summary()["adopted"] == ["/etc/pvetune/cpufreq.json", link] and not preview.changed
+    preview.apply()
+    assert not os.path.exists(real(tmp_path, "/var/lib/pvetune/manifest.json"))
+    plan(check_mode=False).apply()
+    with open(real(tmp_path, "/var/lib/pvetune/manifest.json")) as handle:
+        files = json.load(handle)["files"]
+    with open(real(tmp_path, "/var/lib/pvetune/manifest.json")) as handle:
+        assert json.load(handle)["dirs"] == ["/etc/pvetune"]   # a directory of pvetune's name: created by it
+    assert sorted(files) == ["/etc/pvetune/cpufreq.json", link]
+    assert files["/etc/pvetune/cpufreq.json"]["existed"] is False and files["/etc/pvetune/cpufreq.json"]["adopted"]
+    assert plan(check_mode=False).adopted == [], "recorded now: nothing to adopt again"
+    undo = ChangeSet(root, run_id="rollback-1", record=False)
+    out = plan_rollback(undo, {"files": files})
+    assert sorted(out["removed"]) == ["/etc/pvetune/cpufreq.json", link]
+    undo.apply()
+    assert not os.path.exists(real(tmp_path, "/etc/pvetune/cpufreq.json")) and not os.path.lexists(real(tmp_path, link))
+    assert get(tmp_path, "/etc/kernel/cmdline") == b"root=ZFS=rpool/ROOT/pve-1 boot=zfs\n"

@@ -99,8 +99,10 @@ def test_pvetune_files_left_unrecorded_are_adopted_by_the_next_run_and_rolled_ba
     first = _run(hardening_tmp, inventory, "fix.yml", "adopt-1")
     assert first.rc == 0, first.stdout[-3000:]
     manifest = _manifest(root)
-    # What a run that could not record would have left: pvetune's files and directories, in no manifest entry.
-    own = sorted(p for p in manifest["files"] if "pvetune" in p)
+    # What a run that could not record would have left (issue 33 (1): killed while the boot runtime was installed,
+    # before write-ahead recording): the runtime's files and directories, in no manifest entry. The re-run plans
+    # them again (a fix whose check passes plans nothing, so only what a re-run plans can be adopted).
+    own = sorted(p for p in manifest["files"] if "pvetune" in p and not p.startswith(("/etc/default/", "/etc/sysctl")))
     assert len(own) > 40 and all(not manifest["files"][p]["existed"] for p in own), own
     manifest["files"] = {p: e for p, e in manifest["files"].items() if p not in own}
     manifest["dirs"] = [d for d in manifest.get("dirs", []) if "pvetune" not in d]

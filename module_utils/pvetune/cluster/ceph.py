@@ -83,9 +83,8 @@ def stop_set(runner, node, own_up, up, osds_of, members):
     names) whose up OSDs all made it into the set may stop with this node.  ({"with": [nodes], "why": text}); a
     release without ``--max`` (before Pacific) or an answer without JSON: this node alone."""
     total = sum(1 for is_up in up.values() if is_up)
-    rc, out, err = ceph(runner, ["osd", "ok-to-stop"] + [str(i) for i in own_up] + ["--max", str(total),
-                                                                                      "--format", "json"],
-                        ok=range(256))
+    argv = ["osd", "ok-to-stop"] + [str(i) for i in own_up] + ["--max", str(total), "--format", "json"]
+    rc, out, err = ceph(runner, argv, ok=range(256))
     try:
         answer = ceph_json.parse_ok_to_stop(out)
     except ValueError:

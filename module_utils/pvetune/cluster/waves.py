@@ -114,8 +114,8 @@ def ceph_together(group):
 def _unplannable(host, budget):
     """Why a host of a cluster with a budget can never join a wave, or None."""
     if host.get("votes", 1) > budget["spare_votes"]:
-        return "its %d votes are more than the %d the cluster may lose" % (host.get("votes", 1),
-                                                                            budget["spare_votes"])
+        return "its %d votes are more than the %d the cluster may lose" % (
+            host.get("votes", 1), budget["spare_votes"])
     if host.get("mon") and budget["mon_spare"] == 0:
         return "Ceph: its monitor may not stop (a majority of the monitors must stay in quorum)"
     if host.get("ceph_with") == []:

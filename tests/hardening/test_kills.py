@@ -13,8 +13,6 @@ fails, the rollout's rescue records the host and releases its lock).
   stayed (an enabled pvetune-cpufreq.service on a rolled-back host) and the second rollback ran no update-grub.
 * fix.yml killed right after the in-place write of CT 101's config, then rollback.yml: the CT config is the original,
   byte for byte (it used to keep the new major, the original only in the run's backup directory).
-* pvetune's own files that a run left unrecorded (a version before write-ahead recording, a lost manifest): the next
-  fix.yml finds them as it wants them, plans nothing, and adopts them; rollback.yml then removes them.
 """
 import json
 import os
@@ -89,31 +87,4 @@ def test_fix_killed_after_a_ct_config_write_is_rolled_back_byte_for_byte(hardeni
     assert after["etc/pve/nodes/pve-gpu01/lxc/101.conf"] == original["etc/pve/nodes/pve-gpu01/lxc/101.conf"]
     # What the killed run did before the CT write is undone as well; only the kernel package (and grub.cfg) stays.
     assert [p for p in lib.differences(original, after) if p not in KEPT_KERNEL] == []
-    lib.rmtree(root)
-
-
-def test_pvetune_files_left_unrecorded_are_adopted_by_the_next_run_and_rolled_back(hardening_tmp):
-    root = lib.scratch("pve-gpu01", hardening_tmp, "adopt")
-    inventory = lib.write_inventory(os.path.join(hardening_tmp, "adopt.yml"), {"pve-gpu01": root})
-    original = lib.files_of(root, STATE)
-    first = _run(hardening_tmp, inventory, "fix.yml", "adopt-1")
-    assert first.rc == 0, first.stdout[-3000:]
-    manifest = _manifest(root)
-    # What a run that could not record would have left (issue 33 (1): killed while the boot runtime was installed,
-    # before write-ahead recording): the runtime's files and directories, in no manifest entry. The re-run plans
-    # them again (a fix whose check passes plans nothing, so only what a re-run plans can be adopted).
-    own = sorted(p for p in manifest["files"] if "pvetune" in p and not p.startswith(("/etc/default/", "/etc/sysctl")))
-    assert len(own) > 40 and all(not manifest["files"][p]["existed"] for p in own), own
-    manifest["files"] = {p: e for p, e in manifest["files"].items() if p not in own}
-    manifest["dirs"] = [d for d in manifest.get("dirs", []) if "pvetune" not in d]
-    with open(os.path.join(root, "var/lib/pvetune/manifest.json"), "w") as handle:
-        json.dump(manifest, handle)
-    again = _run(hardening_tmp, inventory, "fix.yml", "adopt-2")
-    assert again.rc == 0, again.stdout[-3000:]
-    adopted = sorted(p for p, e in _manifest(root)["files"].items() if e.get("adopted"))
-    assert adopted == own
-    rollback = _run(hardening_tmp, inventory, "rollback.yml", "adopt-rollback")
-    assert rollback.rc == 0, rollback.stdout[-3000:]
-    assert lib.differences(original, lib.files_of(root, STATE)) == KEPT_KERNEL
-    assert not os.path.exists(os.path.join(root, "usr/local/lib/pvetune")), "the adopted directories stayed"
     lib.rmtree(root)

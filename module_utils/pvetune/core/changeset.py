@@ -42,7 +42,6 @@ from ansible.module_utils.pvetune.core.fsroot import FsError
 STATE_DIR = "/var/lib/pvetune"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MANIFEST_VERSION = 1
-OWN_NAME = "pvetune"  # in every path of a file only pvetune makes (/etc/pvetune/*, pvetune-boot, zz-pvetune-zfs.conf)
 
 
 def sha256(data):
@@ -144,8 +143,6 @@ class ChangeSet:
         self.removed_modes = {}  # host path -> mode of a file apply() removed (restore_run recreates it so)
         self.bundles = []  # add_bundle(): files shown as one summary in diffs() instead of their contents
         self.swept = []  # host paths of leftover temporary files apply() removed (a killed run's)
-        self.adopted = []  # pvetune-named paths already as planned but in no manifest entry (see _adopt)
-        self._recorded = None  # the manifest's paths, read once when a file is already as planned
         self.applied = False
 
     # -- planning -----------------------------------------------------------
@@ -165,29 +162,11 @@ class ChangeSet:
             new_data = new_data.encode("utf-8")
         before = self.read(host_path)
         if before == new_data:
-            self._adopt(host_path, {"written_sha256": sha256(new_data)})
             return False
         self._refuse_symlink(host_path)
         self.files.append({"path": host_path, "before": before, "after": new_data, "mode": mode, "remove": False,
                            "note": note})
         return True
-
-    def _adopt(self, host_path, written):
-        """A file (or link) of pvetune's own name that already is as planned, but that no manifest entry records: a
-        run wrote it without recording it (a version before write-ahead recording, a manifest lost or restored from
-        an older copy).  Nobody else makes files of pvetune's names, so the state before pvetune is known: absent.
-        apply() records it so, and rollback removes it.  Files of other names (a CT config, /etc/kernel/cmdline)
-        are never adopted: their original is unknown."""
-        if not self.record or OWN_NAME not in host_path:
-            return
-        if self._recorded is None:
-            try:
-                self._recorded = set(self.load_manifest()["files"])
-            except ChangeError:
-                self._recorded = set()   # a corrupt manifest: apply() refuses any write and says why
-                return
-        if host_path not in self._recorded and all(a["path"] != host_path for a in self.adopted):
-            self.adopted.append(dict(written, path=host_path))
 
     def _refuse_symlink(self, host_path):
         """A file write or removal never goes through a symlink: inside a tree it would change the link's
@@ -201,7 +180,6 @@ class ChangeSet:
         real = self.fsroot.path(host_path, follow_last=False)
         current = os.readlink(real) if os.path.islink(real) else None
         if current == target:
-            self._adopt(host_path, {"symlink": True, "original_target": None, "written_target": target})
             return False
         if current is None and os.path.lexists(real):
             raise ChangeError("%s exists and is not a symlink; not replacing it" % host_path)
@@ -292,14 +270,11 @@ class ChangeSet:
         return out
 
     def summary(self):
-        out = {
+        return {
             "files": [{"path": f["path"], "action": _file_action(f) + (" symlink" if f.get("link") is not None else "")}
                       for f in self.files],
             "runtime": [{"key": r["key"], "before": r["before"], "after": r["after"]} for r in self.runtime],
         }
-        if self.adopted:   # recorded in the manifest, the host untouched
-            out["adopted"] = [a["path"] for a in self.adopted]
-        return out
 
     # -- state ----------------------------------------------------------------
     def _state_path(self, *parts):
@@ -361,10 +336,6 @@ class ChangeSet:
             return []
         self.applied = True
         if not self.files and not self.runtime:
-            if self.adopted:
-                manifest = self.load_manifest()
-                self._record_adopted(manifest)
-                self.save_manifest(manifest)
             return []
         self._check_pmxcfs_writable()
         # Announced while it writes: a lock break must not let another run write beside a module still running.
@@ -373,7 +344,6 @@ class ChangeSet:
 
     def _apply_planned(self):
         manifest = self.load_manifest() if self.record else {"files": {}, "runtime": {}}
-        self._record_adopted(manifest)
         self._sweep_temps()
         try:
             for item in self.files:
@@ -418,21 +388,6 @@ class ChangeSet:
             if self.record:
                 self.save_manifest(manifest)
         return [entry[0] for entry in self.written]
-
-    def _record_adopted(self, manifest):
-        """The adopted files as created by pvetune, and the directories of pvetune's names above them (from the
-        first such component down, e.g. /usr/local/lib/pvetune/...) as directories pvetune created."""
-        for item in self.adopted:
-            entry = dict({"existed": False, "original_sha256": sha256(None)}, **item)
-            entry.update(first_run=self.run_id, last_run=self.run_id, adopted=True)
-            path = entry.pop("path")
-            manifest["files"].setdefault(path, entry)
-            parts = path.split("/")[:-1]
-            own = next((i for i, part in enumerate(parts) if OWN_NAME in part), None)
-            if own is not None:
-                created = manifest.setdefault("dirs", [])
-                created.extend(d for d in ("/".join(parts[:j]) for j in range(len(parts), own, -1))
-                               if d not in created)
 
     def _sweep_temps(self):
         """Remove the temporary files of pvetune's own pattern (.<name>.pvetune-tmp) that a killed run left in the

@@ -250,10 +250,6 @@ def run_cmdline_fix(fsroot, runner, changes, params, check_mode, warn, ensure, r
             raise RunFailed("%s is not valid UTF-8 (or changed while planning); not editing it" % path,
                             loader=loader_ret, commands=commands)
         changes.plan_file(path, new)
-    if loader == "grub" and dropin not in [path for path, _old, _new in plan["files"]]:
-        kept = changes.read(dropin)
-        if kept is not None:   # as wanted already: adopted if no manifest entry records it (ChangeSet._adopt)
-            changes.plan_file(dropin, kept)
 
     # A plain GRUB host whose grub.cfg does not carry the configured arguments needs update-grub too.
     regenerate = False

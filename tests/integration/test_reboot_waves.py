@@ -201,6 +201,8 @@ def test_a_wave_of_two_nodes_enters_ha_maintenance_first(tmp_path):
     moves = {s["sid"]: s.get("moves", []) for s in cluster.state()["ha"]["services"]}
     assert moves["vm:400"][0] not in ("n2", "n3") and len(moves["vm:400"]) == 2, moves   # wave 1, then n1's wave 3
     assert moves["vm:402"][0] not in ("n4", "n5") and moves["vm:403"][0] not in ("n4", "n5"), moves
+    (early,) = run.results(task_name="Cluster gate - HA maintenance for every node of this wave first", host="n3")
+    assert early["res"]["actions"] == ["ha-manager crm-command node-maintenance enable n3"], early["res"]
     first = report(tmp_path, "five", "n2.json")["cluster_actions"]
     assert first[0] == "ha-manager crm-command node-maintenance enable n2" and first[1].startswith(
         "HA services moved away"), first

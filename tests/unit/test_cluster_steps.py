@@ -305,6 +305,10 @@ def test_ceph_says_which_nodes_may_stop_together_for_the_wave_planner(tmp_path):
     wave = gate(cluster.trees["pve-a"], ceph_sets=True)["cluster"]["wave"]
     assert wave["ceph_with"] == ["pve-a"] and "exit 22" in wave["ceph_why"], wave
     assert gate(cluster.trees["pve-a"])["cluster"]["wave"]["ceph_with"] is None
+    state["ceph"]["mons_down"] = ["pve-a"]   # its monitor is out of quorum already: stopping it costs nothing
+    cluster.write(state)
+    wave = gate(cluster.trees["pve-a"], ceph_sets=True)["cluster"]["wave"]
+    assert (wave["mon"], wave["mon_spare"]) == (False, 0), wave
 
 
 def test_a_wave_enters_ha_maintenance_first_so_no_service_moves_onto_a_wave_peer(tmp_path):
@@ -329,6 +333,24 @@ def test_a_wave_enters_ha_maintenance_first_so_no_service_moves_onto_a_wave_peer
         entered = gate(first.trees[node], "enter", leaving=[peer])
         assert not entered.get("failed") and entered["actions"][0].startswith("HA services moved away"), entered
     assert moves(first) == ["pve-a"]
+
+
+def test_a_refusal_after_the_first_call_leaves_ha_maintenance_again(tmp_path):
+    """The wave's first call put pve-b into HA maintenance; before the second, a guest pvetune does not manage
+    started on it: the second call refuses, and since no reboot follows (and the rollout's release does not run for
+    a refused host), it takes pve-b out of maintenance again and forgets the record."""
+    five = ["pve-a", "pve-b", "pve-c", "pve-d", "pve-e"]
+    cluster = make_cluster(tmp_path, five, ha_services=[("vm:400", "pve-b")])
+    first = gate(cluster.trees["pve-b"], "enter", leaving=["pve-c"], wait_ha=False)
+    assert first["actions"] == ["ha-manager crm-command node-maintenance enable pve-b"], first
+    state = cluster.state()
+    state["vms"] = {"777": {"name": "not-ours", "status": "running"}}
+    cluster.write(state)
+    refused = gate(cluster.trees["pve-b"], "enter", leaving=["pve-c"])
+    assert refused["failed"] and "guests pvetune does not manage" in refused["msg"], refused
+    assert refused["actions"] == ["ha-manager crm-command node-maintenance disable pve-b"], refused
+    assert cluster.state()["ha"]["maintenance"] == []
+    assert not os.path.exists(os.path.join(cluster.trees["pve-b"], "var/lib/pvetune/cluster-gate.json"))
 
 
 def test_ok_to_stop_json_report_real_and_refused():

@@ -111,6 +111,22 @@ def random_fleet(rng):
     return hosts, clusters
 
 
+def ceph_and_monitors_hold(plan, hosts, clusters):
+    """An oracle of its own (not check_plan's ceph_together): in every wave, the nodes of a cluster whose OSDs hold it
+    back all lie in one of their answers, and its monitor nodes are at most its spare."""
+    by_name = {h["host"]: h for h in hosts}
+    for wave in plan["waves"]:
+        for name in {by_name[n].get("cluster") for n in wave} - {None}:
+            group = [by_name[n] for n in wave if by_name[n].get("cluster") == name]
+            held = {h["host"] for h in group if h.get("ceph_with") is not None}
+            if held and not [h for h in group if h["host"] in held and held <= set(h["ceph_with"]) | {h["host"]}]:
+                return False
+            spare = clusters[name].get("mon_spare")
+            if spare is not None and len([h for h in group if h.get("mon")]) > spare:
+                return False
+    return True
+
+
 def test_no_wave_ever_exceeds_a_budget_or_the_fleet_cap_and_every_host_is_planned_once():
     """Issue 29, done when: random fleets (1-40 clusters of 1-7 nodes, qdevices, nodes down, HA maintenance, Ceph
     answers, standalone hosts), random caps."""
@@ -120,6 +136,7 @@ def test_no_wave_ever_exceeds_a_budget_or_the_fleet_cap_and_every_host_is_planne
         cap, max_parallel, canary = rng.randint(1, 4), rng.randint(1, 12), rng.randint(0, 2)
         plan = plan_waves(hosts, clusters, cap=cap, max_parallel=max_parallel, canary=canary)
         assert check_plan(plan, hosts, cap, max_parallel) == [], (cap, max_parallel, canary)
+        assert ceph_and_monitors_hold(plan, hosts, clusters)
         if canary and plan["waves"]:
             assert len(plan["waves"][0]) <= canary
 
@@ -152,7 +169,8 @@ def test_plan_inputs_turn_cephs_node_names_into_inventory_names():
     """Ceph answers in corosync names; the inventory may call the hosts otherwise. A node without OSDs is not held
     back; a node not in this run drops out of the answers."""
     members = ["pve-a1", "pve-a2", "pve-a3", "pve-a4", "pve-a5", "pve-a6", "pve-a7"]   # quorum 4: 3 may go
-    views = {"pve-a1": ["pve-a1", "pve-a2", "pve-a4"], "pve-a2": ["pve-a2", "pve-a1"], "pve-a3": None}
+    views = {"pve-a1": ["pve-a1", "pve-a2", "pve-a4"], "pve-a2": ["pve-a2", "pve-a1"], "pve-a3": None,
+             "pve-a5": []}   # pve-a5: Ceph said no (with --max) although it said yes a moment before
     discovery = {}
     for node, with_ in views.items():
         found = gate_of("pve", members, node, ceph=True)
@@ -163,8 +181,10 @@ def test_plan_inputs_turn_cephs_node_names_into_inventory_names():
     assert by_name["pve-a1.lan"]["ceph_with"] == ["pve-a1.lan", "pve-a2.lan"]   # pve-a4 is not in this run
     assert by_name["pve-a3.lan"].get("ceph_with") is None and by_name["pve-a1.lan"]["mon"]
     assert clusters["pve"]["ceph_max"] == 2 and clusters["pve"]["mon_spare"] == 1
+    assert by_name["pve-a5.lan"]["ceph_with"] == []
     plan = plan_waves(hosts, clusters, cap=3, max_parallel=10, canary=0)
     assert plan["waves"] == [["pve-a1.lan", "pve-a2.lan", "pve-a3.lan"]] and check_plan(plan, hosts, 3, 10) == []
+    assert "ok-to-stop says its OSDs may not stop now" in plan["blocked"]["pve-a5.lan"]
 
 
 def gate_of(cluster_name, members, node, total=None, quorum=None, maintenance=0, master=False, ceph=False,

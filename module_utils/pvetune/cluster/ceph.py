@@ -129,7 +129,8 @@ def read_ceph(fsroot, runner, node, leaving=(), members=()):
         out["stopping"] = stopping
     mons = parsed(ceph_json.parse_mon_names, ceph(runner, ["mon", "dump", "--format", "json"])[1])
     out["mons"] = [m for m in mons if m == node or m in set(leaving)]
-    out["mon"] = node in mons
+    # A monitor already out of quorum takes nothing from the majority when its node stops.
+    out["mon"] = node in mons and (status["quorum_names"] is None or node in status["quorum_names"])
     if node in mons:
         out["mon_ok_to_stop"], out["mon_why"] = _ok_to_stop(runner, "mon", out["mons"])
     if members:

@@ -154,16 +154,17 @@ def clear_state(fsroot):
 def enter(fsroot, runner, cluster, run_id, waiter, steps, wait_ha=True):
     """Before the reboot (the decision allowed it): HA maintenance and noout, recorded in STATE_FILE as they happen.
     A record an interrupted run left is kept: what it set is still set and still to be undone.  ``wait_ha`` False:
-    only enter HA maintenance; the rollout does that first for every node of a wave, so that the HA manager never
-    moves a service onto another node of the same wave, and the next call (this run's record says maintenance is
-    on) waits for the services to leave and sets noout."""
+    only enter HA maintenance; the rollout does that first for every node of a wave, so that the HA manager does not
+    move a service onto another node of the same wave (best effort: it acts on each node's request when that node's
+    LRM acknowledges it), and the next call (this run's record says maintenance is on) waits for the services to
+    leave and sets noout."""
     node, plan = cluster["node"], cluster["decision"]["plan"]
-    state = load_state(fsroot)
-    ours = state.get("run_id") == run_id and state.get("node") == node
-    if state and not ours:
-        left = (state.get("run_id"), state.get("maintenance"), state.get("noout"))
+    found = load_state(fsroot)
+    ours = found.get("run_id") == run_id and found.get("node") == node
+    if found and not ours:
+        left = (found.get("run_id"), found.get("maintenance"), found.get("noout"))
         steps.saw("left over from run %s: maintenance %s, noout %s" % left)
-    state = dict({"maintenance": False, "noout": None, "osds": []}, **state)
+    state = dict({"maintenance": False, "noout": None, "osds": []}, **found)
     state.update(run_id=run_id, node=node)
     # Entered by this run's first call and the LRM says so: no second request (one that the operator lifted since
     # is asked for again; the request is idempotent).
@@ -174,6 +175,8 @@ def enter(fsroot, runner, cluster, run_id, waiter, steps, wait_ha=True):
         save_state(fsroot, state)
         steps.did("ha-manager crm-command node-maintenance enable %s" % node)
     if not wait_ha:
+        if found and not ours:   # a leftover record, now this run's: the next call does not say it again
+            save_state(fsroot, state)
         return
     if "ha-maintenance" in plan:
 
@@ -257,6 +260,15 @@ def release(fsroot, runner, steps):
         clear_state(fsroot)
 
 
+def undo_first_call(fsroot, runner, run_id, steps):
+    """A refusal after this run's first call (``wait_ha`` false) put the node into HA maintenance: leave it again,
+    since no reboot follows and the rollout's release does not run for a refused host.  A record of another run is
+    left as it is (its run undoes it)."""
+    state = load_state(fsroot)
+    if state.get("run_id") == run_id and state.get("maintenance") and not state.get("noout"):
+        release(fsroot, runner, steps)
+
+
 def decide(fsroot, runner, leaving, ctids, running_guests, ceph_sets=False):
     cluster = read_cluster(fsroot, runner, leaving, ctids, ceph_sets)
     cluster["decision"] = gate_decision(cluster, running_guests)
@@ -316,8 +328,12 @@ def run_gate(fsroot, runner, params, check_mode, waiter):
             verdict = ("may reboot: " + cluster["decision"]["quorum"]["reason"] if allowed else
                        "must not reboot: " + " | ".join(cluster["decision"]["refusals"]))
             result["msg"] = "%s %s" % (cluster["node"] or "this host", verdict)
+            if params["state"] == "enter" and not allowed and not check_mode:
+                undo_first_call(fsroot, runner, params["run_id"], steps)
+                result["actions"], result["changed"] = steps.actions, steps.changed
+                return True, result
             if params["state"] == "check" or not allowed:
-                return params["state"] == "enter" and not allowed and not check_mode, result
+                return False, result
             if check_mode:
                 result["actions"] = ["would: %s" % step for step in cluster["decision"]["plan"]]
                 result["changed"] = bool(result["actions"])

@@ -282,7 +282,9 @@ def plan_inputs(discovery):
         if view is None or not view.get("ceph"):
             continue
         with_ = view.get("ceph_with")
-        if with_ is None and view.get("ceph_why") is None:
+        if with_ == []:   # Ceph said no for this node's own OSDs
+            entry["ceph_with"] = []
+        elif with_ is None and view.get("ceph_why") is None:
             entry["ceph_with"] = [entry["host"]]   # Ceph was not asked (an older gate): this node alone
         elif with_ is not None:
             entry["ceph_with"] = [entry["host"]] + [nodes[entry["cluster"]][n] for n in with_

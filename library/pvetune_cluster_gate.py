@@ -55,7 +55,7 @@ options:
     description:
       - With O(state=enter), V(false) only puts the node into HA maintenance (and records it). The rollout does that
         first for every node of a reboot wave, so that the HA manager does not move a service onto another node of
-        the same wave (best effort: it acts on a node's request when that node's LRM acknowledges it); the next
+        the same wave (best effort, as it acts on a node's request when that node's LRM acknowledges it); the next
         O(state=enter) call of the same O(run_id) waits for the services to leave and sets noout. When that call
         refuses the reboot, it takes the node out of the maintenance the first call set.
     type: bool

@@ -23,10 +23,9 @@ def hosts_of(name, count, reboot=True, master=None):
              "ha_master": i == master} for i in range(1, count + 1)]
 
 
-def test_budget_is_the_smallest_of_cap_quorum_and_ceph():
+def test_budget_is_the_smaller_of_cap_and_quorum():
     assert cluster_budget(cluster(5), cap=4)["spare_votes"] == 2            # 5 votes, quorum 3
     assert cluster_budget(cluster(5), cap=1)["budget"] == 1
-    assert cluster_budget(cluster(5, ceph=0), cap=4)["budget"] == 0
     three = cluster_budget(cluster(3, down=1), cap=2)                          # 2 of 3 up, quorum 2
     assert three["budget"] == 0 and "quorum allows no node down" in three["reason"]
     assert cluster_budget(cluster(4, maintenance=1), cap=2)["budget"] == 0      # 4 votes - 1 in maintenance - 3

@@ -122,7 +122,8 @@ def wave_view(cluster):
     runs the HA manager master, whether the cluster runs Ceph, and (asked with ``ceph_sets``) which nodes Ceph lets
     stop together with this one (``ceph_with``: None when no up OSD of this node holds it back), whether it runs a
     monitor and how many monitors may stop (``mon_spare``)."""
-    conf, quorum, ha, ceph = cluster.get("conf"), cluster.get("quorum"), cluster.get("ha"), cluster.get("ceph")
+    conf, quorum, ha = cluster.get("conf"), cluster.get("quorum"), cluster.get("ha")
+    ceph = cluster.get("ceph") or {}
     if conf is None or (len(conf["nodes"]) == 1 and quorum["qdevice"] is None):
         return {"cluster": None, "votes": 1 if quorum is None else quorum["local"]["votes"]}
     members = {n["nodeid"]: n for n in quorum["nodes"]}
@@ -133,5 +134,5 @@ def wave_view(cluster):
             "quorum": quorum["quorum"], "quorate": bool(quorum["quorate"]) and not quorum["activity_blocked"],
             "maintenance_votes": sum(members[i]["votes"] for i in away),
             "ha_master": bool(ha and ha.get("master") and ha["master"]["node"] == cluster["node"]),
-            "ceph": ceph is not None, "ceph_with": (ceph or {}).get("with"), "ceph_why": (ceph or {}).get("with_why"),
-            "mon": bool((ceph or {}).get("mon")), "mon_spare": (ceph or {}).get("mon_spare")}
+            "ceph": cluster.get("ceph") is not None, "ceph_with": ceph.get("with"), "ceph_why": ceph.get("with_why"),
+            "mon": bool(ceph.get("mon")), "mon_spare": ceph.get("mon_spare")}

@@ -50,10 +50,10 @@ def cluster_budget(cluster, cap):
     spare = cluster["total_votes"] - cluster.get("maintenance_votes", 0) - cluster["quorum"]
     if not cluster.get("quorate", True):
         spare = -1
+    # Ceph's answers bound which nodes go together (ceph_together), not how many: a node without OSDs adds nothing;
+    # ceph_max (the largest answer) only tells the operator.
     ceph = cluster.get("ceph_max")
-    # Ceph's answers bound which nodes go together (ceph_together), not how many: a node without OSDs adds nothing.
-    budget = 0 if ceph == 0 else max(0, cap)
-    out = {"cap": cap, "spare_votes": max(spare, 0), "ceph_allows": ceph, "budget": budget,
+    out = {"cap": cap, "spare_votes": max(spare, 0), "ceph_allows": ceph, "budget": cap,
            "mon_spare": cluster.get("mon_spare")}
     if spare < 0:
         out.update(budget=0, reason="the cluster is not quorate now")
@@ -61,13 +61,11 @@ def cluster_budget(cluster, cap):
         out.update(budget=0, reason="quorum allows no node down (%d votes, quorum %d%s)" % (
             cluster["total_votes"], cluster["quorum"],
             ", %d in HA maintenance" % cluster["maintenance_votes"] if cluster.get("maintenance_votes") else ""))
-    elif budget == 0:
-        out["reason"] = "Ceph lets no node's OSDs stop (ok-to-stop)" if ceph == 0 else "the cap is 0"
     else:
         limits = ["cap %d" % cap, "%d spare vote(s)" % spare] + (
             ["Ceph lets %d stop together" % ceph] if ceph is not None else []) + (
             ["%d monitor(s) may stop" % out["mon_spare"]] if out["mon_spare"] is not None else [])
-        out["reason"] = "up to %d node(s) at once (%s)" % (min(budget, spare), ", ".join(limits))
+        out["reason"] = "up to %d node(s) at once (%s)" % (min(cap, spare), ", ".join(limits))
     return out
 
 
@@ -145,10 +143,12 @@ def plan_waves(hosts, clusters, cap=1, max_parallel=10, canary=1):
             standalone.append(host)
         elif budgets[cluster]["budget"] == 0:
             blocked[name] = "cluster %s: %s" % (cluster, budgets[cluster]["reason"])
-        elif _unplannable(host, budgets[cluster]):
-            blocked[name] = "cluster %s: %s" % (cluster, _unplannable(host, budgets[cluster]))
         else:
-            left.setdefault(cluster, []).append(host)
+            never = _unplannable(host, budgets[cluster])
+            if never:
+                blocked[name] = "cluster %s: %s" % (cluster, never)
+            else:
+                left.setdefault(cluster, []).append(host)
     for members in left.values():
         members.sort(key=lambda h: bool(h.get("ha_master")))   # stable: inventory order, the master last
     waves = []
@@ -267,8 +267,7 @@ def plan_inputs(discovery):
         nodes.setdefault(key, {})[view.get("node")] = name
         seen = clusters.get(key)
         mine = {"total_votes": view["total_votes"], "quorum": view["quorum"], "quorate": bool(view["quorate"]),
-                "maintenance_votes": view.get("maintenance_votes", 0), "ceph": bool(view.get("ceph")),
-                "mon_spare": view.get("mon_spare")}
+                "maintenance_votes": view.get("maintenance_votes", 0), "mon_spare": view.get("mon_spare")}
         if seen is None:
             clusters[key] = mine
             continue
@@ -276,7 +275,7 @@ def plan_inputs(discovery):
         seen.update(total_votes=min(seen["total_votes"], mine["total_votes"]),
                     quorum=max(seen["quorum"], mine["quorum"]), quorate=seen["quorate"] and mine["quorate"],
                     maintenance_votes=max(seen["maintenance_votes"], mine["maintenance_votes"]),
-                    ceph=seen["ceph"] or mine["ceph"], mon_spare=min(spares) if spares else None)
+                    mon_spare=min(spares) if spares else None)
     for entry in hosts:
         view = entry.pop("view", None)
         if view is None or not view.get("ceph"):
@@ -291,7 +290,7 @@ def plan_inputs(discovery):
                                                     if n in nodes[entry["cluster"]] and n != view.get("node")]
     for key, cluster in clusters.items():
         answers = [len(h["ceph_with"]) for h in hosts if h.get("cluster") == key and h.get("ceph_with")]
-        cluster["ceph_max"] = max(answers) if cluster.pop("ceph") and answers else None
+        cluster["ceph_max"] = max(answers) if answers else None
     return hosts, clusters
 
 
